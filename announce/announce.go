@@ -1,0 +1,59 @@
+// Package announce makes the network send VIP traffic to the gateways that
+// can serve it: ARP/NDP on a shared L2 segment (one owner per VIP, chosen
+// among live gateways), BGP routes (every serving gateway, so routers ECMP).
+//
+// Every announcer is declarative: SetVIPs takes the complete set of VIPs this
+// gateway should announce now and converges to it.
+package announce
+
+import (
+	"context"
+	"net/netip"
+)
+
+// VIP is an address to announce and the advertisement attributes its pool carries.
+type VIP struct {
+	Addr netip.Addr
+	Pool string
+	// Local is true when externalTrafficPolicy=Local restricts the VIP to
+	// gateways with local endpoints; such VIPs are only announced where
+	// there are some (the caller has already filtered).
+	Local bool
+	// BGP advertisement settings from the pool (ignored by L2).
+	Communities      []string // "65000:100" or well-known names
+	LargeCommunities []string // "65000:1:2"
+	LocalPref        uint32   // 0 = unset
+	AggregationLen   int      // 0 = host route (/32, /128)
+}
+
+// Announcer converges what the network is told to a set of VIPs.
+type Announcer interface {
+	Name() string
+	// SetVIPs declares every VIP this gateway can serve right now. The
+	// announcer decides (for L2: ownership among gateways) which of them it
+	// actually announces.
+	SetVIPs(ctx context.Context, vips []VIP) error
+	// Close withdraws everything when withdraw is true, else leaves the
+	// announcement in place (for a restart that keeps traffic flowing).
+	Close(withdraw bool) error
+}
+
+// Status is what an announcer reports for the API and the page.
+type Status struct {
+	Kind  string      `json:"kind"` // "l2", "bgp"
+	Owned []string    `json:"owned,omitempty"`
+	Peers []PeerState `json:"peers,omitempty"`
+}
+
+// PeerState is one BGP session or one L2 member.
+type PeerState struct {
+	Name    string `json:"name"`
+	Address string `json:"address"`
+	State   string `json:"state"` // Established, Idle, alive, dead...
+	Detail  string `json:"detail,omitempty"`
+}
+
+// Reporter is implemented by announcers that can describe their state.
+type Reporter interface {
+	Status() Status
+}

@@ -1,0 +1,28 @@
+#!/bin/bash
+# Installs the Debian packages a make target needs, once, idempotently.
+# Usage: lab/deps.sh GROUP...   groups: netns ipvs k8s bgp ui demo all
+set -euo pipefail
+pkgs=()
+for g in "$@"; do
+  case $g in
+    netns|demo) pkgs+=(iproute2 nftables iputils-arping conntrack tshark curl) ;;
+    ipvs)       pkgs+=(qemu-system-x86 cpio busybox-static xz-utils ipvsadm) ;;
+    k8s)        pkgs+=(openssl curl) ;;
+    bgp)        pkgs+=(frr bird2 iproute2) ;;
+    failover)   pkgs+=(iproute2 iputils-arping tshark) ;;
+    ui)         pkgs+=(chromium fonts-liberation) ;;
+    systemd)    pkgs+=(systemd) ;;
+    all)        exec "$0" netns ipvs k8s bgp failover ui systemd ;;
+    *) echo "deps.sh: unknown group $g" >&2; exit 2 ;;
+  esac
+done
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" != 0 ]; then echo "deps.sh: need root to install: ${missing[*]}" >&2; exit 1; fi
+echo "installing: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"
