@@ -234,3 +234,12 @@ type FlowSource interface {
 	// Watch calls fn for each event until ctx ends or an error occurs.
 	Watch(ctx context.Context, fn func(FlowEvent)) error
 }
+
+// CTMark is the conntrack mark the nftables dataplane sets (under CTMarkMask)
+// on every connection it load-balances, so the flow reader dumps and watches
+// only edgelb's connections and never the host's other traffic. Other bits of
+// the mark are left to whoever else uses them.
+const (
+	CTMark     uint32 = 0x0ed6e1b0
+	CTMarkMask uint32 = 0xffffffff
+)
