@@ -1,0 +1,214 @@
+// Package ipvs is the IPVS implementation of proxy.Dataplane, over
+// github.com/moby/ipvs (generic netlink), rtnetlink and nftables. See
+// README.md for the kernel objects it owns and the ownership rule.
+package ipvs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/edgelb/edgelb/proxy"
+)
+
+// Options configures a Dataplane. The zero value programs the caller's
+// network namespace with the defaults below.
+type Options struct {
+	// NetNS is the path of the network namespace to program (e.g.
+	// /run/netns/gw); empty means the caller's.
+	NetNS string
+	// Device holds the VIPs (default DefaultDevice, "edgelb0").
+	Device string
+	// DrainTimeout bounds how long a removed TCP backend keeps its
+	// connections at weight 0 before it is deleted (default 5 minutes).
+	DrainTimeout time.Duration
+	// CallTimeout bounds every IPVS netlink call (default 10 s).
+	CallTimeout time.Duration
+	// MasqMark is the packet-mark bit of connections to masquerade
+	// (default DefaultMasqMark).
+	MasqMark uint32
+	// SkipSysctls leaves the kernel settings alone (tests of the engine).
+	SkipSysctls bool
+	// Logf receives one line per notable change (default: discarded).
+	Logf func(format string, args ...any)
+	// Now is the clock for drain timeouts (default time.Now).
+	Now func() time.Time
+}
+
+// Default option values.
+const (
+	DefaultDrainTimeout = 5 * time.Minute
+	DefaultCallTimeout  = 10 * time.Second
+)
+
+// Dataplane programs IPVS. It is safe for concurrent use; calls are serialised.
+type Dataplane struct {
+	mu   sync.Mutex
+	opts Options
+	ns   netns.NsHandle // closed handle = the caller's namespace
+	nl   *netlink.Handle
+	h    handle
+	eng  *engine
+}
+
+var _ proxy.Dataplane = (*Dataplane)(nil)
+
+// New probes IPVS, sets the sysctls IPVS needs and opens the handles. On a
+// kernel without IPVS it fails at once with an error wrapping
+// proxy.ErrKernelFeature that names the missing feature; it never returns a
+// dataplane that would silently do nothing.
+func New(opts Options) (*Dataplane, error) {
+	if opts.Device == "" {
+		opts.Device = DefaultDevice
+	}
+	if opts.DrainTimeout <= 0 {
+		opts.DrainTimeout = DefaultDrainTimeout
+	}
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = DefaultCallTimeout
+	}
+	if opts.MasqMark == 0 {
+		opts.MasqMark = DefaultMasqMark
+	}
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...any) {}
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if len(opts.Device) >= unix.IFNAMSIZ {
+		return nil, fmt.Errorf("ipvs: device %q: name longer than %d bytes", opts.Device, unix.IFNAMSIZ-1)
+	}
+	// Before anything touches moby/ipvs: it caches the family id once per
+	// process and hides its absence.
+	if err := Available(); err != nil {
+		return nil, err
+	}
+	d := &Dataplane{opts: opts, ns: netns.None()}
+	fail := func(err error) (*Dataplane, error) {
+		d.Close()
+		return nil, err
+	}
+	if opts.NetNS != "" {
+		ns, err := netns.GetFromPath(opts.NetNS)
+		if err != nil {
+			return nil, fmt.Errorf("ipvs: open network namespace %q: %w", opts.NetNS, err)
+		}
+		d.ns = ns
+	}
+	var err error
+	if d.ns.IsOpen() {
+		d.nl, err = netlink.NewHandleAt(d.ns, unix.NETLINK_ROUTE)
+	} else {
+		d.nl, err = netlink.NewHandle(unix.NETLINK_ROUTE)
+	}
+	if err != nil {
+		return fail(fmt.Errorf("ipvs: rtnetlink handle: %w", err))
+	}
+	if !opts.SkipSysctls {
+		if err := setSysctls(d.ns); err != nil {
+			return fail(err)
+		}
+	}
+	mh, err := newMobyHandle(opts.NetNS, opts.CallTimeout)
+	if err != nil {
+		return fail(err)
+	}
+	d.h = mh
+	// A read proves the family works in this namespace (and not just exists).
+	if _, err := mh.Services(); err != nil {
+		return fail(fmt.Errorf("ipvs: first read of the IPVS table failed: %w", err))
+	}
+	nsfd := 0
+	if d.ns.IsOpen() {
+		nsfd = int(d.ns)
+	}
+	d.eng = newEngine(mh, &linkDevice{nl: d.nl, name: opts.Device}, &nftSNAT{netns: nsfd, mark: opts.MasqMark},
+		opts.Now, opts.DrainTimeout, opts.Logf)
+	return d, nil
+}
+
+func (d *Dataplane) Name() string { return "ipvs" }
+
+// Apply converges the kernel to cfg: it reads the IPVS service table, changes
+// only what differs from cfg and only what edgelb owns, and reads back the
+// destinations of services that changed or are draining.
+func (d *Dataplane) Apply(ctx context.Context, cfg proxy.Config) error {
+	want, err := build(cfg)
+	if err != nil {
+		return fmt.Errorf("ipvs: apply: %w", err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.eng == nil {
+		return errors.New("ipvs: apply: dataplane is closed")
+	}
+	return d.eng.apply(ctx, want, false)
+}
+
+// Resync reads every owned service back and repairs drift from the last
+// applied Config; it also finishes drains whose connections ended or whose
+// timeout passed. The daemon calls it on a timer.
+func (d *Dataplane) Resync(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.eng == nil {
+		return errors.New("ipvs: resync: dataplane is closed")
+	}
+	if d.eng.last == nil {
+		return nil // nothing applied yet
+	}
+	if !d.opts.SkipSysctls {
+		if err := setSysctls(d.ns); err != nil {
+			return err
+		}
+	}
+	return d.eng.apply(ctx, d.eng.last, true)
+}
+
+// LastSync reports the kernel changes of the last Apply or Resync.
+func (d *Dataplane) LastSync() SyncStats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.eng == nil {
+		return SyncStats{}
+	}
+	return d.eng.stats
+}
+
+// Cleanup removes every virtual service edgelb owns, the device with its
+// VIPs and the nftables table. Sysctls stay.
+func (d *Dataplane) Cleanup(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.eng == nil {
+		return errors.New("ipvs: cleanup: dataplane is closed")
+	}
+	return d.eng.cleanup()
+}
+
+// Close releases the handles; the kernel state stays.
+func (d *Dataplane) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.h != nil {
+		d.h.Close()
+		d.h = nil
+	}
+	if d.nl != nil {
+		d.nl.Close()
+		d.nl = nil
+	}
+	if d.ns.IsOpen() {
+		d.ns.Close()
+	}
+	d.ns = netns.None()
+	d.eng = nil
+	return nil
+}

@@ -1,0 +1,200 @@
+package ipvs
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"time"
+
+	"github.com/edgelb/edgelb/proxy"
+)
+
+// wantService is one virtual service edgelb wants in the kernel.
+type wantService struct {
+	VS     virtualServer
+	Name   string // the proxy.Service it came from, for errors
+	Method proxy.Method
+	// Dests are the backends that take new connections (draining ones are
+	// absent: they are drained like removed ones), sorted by address.
+	Dests []realServer
+}
+
+// desired is a proxy.Config translated into IPVS terms.
+type desired struct {
+	Services map[vsKey]*wantService
+	VIPs     map[netip.Addr]bool // addresses bound on edgelb0
+	Nodes    map[vsKey]bool      // node-port services (on node addresses)
+	Front    map[vsKey]bool      // every frontend: gets edgelb's ct mark
+	Masq     map[vsKey]bool      // NAT frontends whose forwarded packets are masqueraded
+}
+
+func defaultNetmask(a netip.Addr) uint32 {
+	if a.Is4() {
+		return 0xffffffff
+	}
+	return 128
+}
+
+func fwdOf(m proxy.Method) (uint32, error) {
+	switch m {
+	case "", proxy.NAT, proxy.NATNoSNAT:
+		return fwdMasq, nil
+	case proxy.DirectRouting:
+		return fwdDR, nil
+	case proxy.Tunnel:
+		return fwdTunnel, nil
+	}
+	return 0, fmt.Errorf("unknown forwarding method %q", m)
+}
+
+func protoOf(p uint16) proxy.Protocol { return proxy.Protocol(p) }
+
+// build validates cfg and translates it. Errors name the service and quote
+// the bad value; ones the kernel cannot express wrap proxy.ErrUnsupported.
+func build(cfg proxy.Config) (*desired, error) {
+	d := &desired{Services: map[vsKey]*wantService{}, VIPs: map[netip.Addr]bool{},
+		Nodes: map[vsKey]bool{}, Front: map[vsKey]bool{}, Masq: map[vsKey]bool{}}
+	for _, na := range cfg.NodeAddrs {
+		if !na.IsValid() || na.Unmap() != na {
+			return nil, fmt.Errorf("node address %q: want a plain IPv4 or IPv6 address", na)
+		}
+	}
+	for i := range cfg.Services {
+		s := &cfg.Services[i]
+		name := s.Name
+		if name == "" {
+			name = s.Key().String()
+		}
+		if s.Protocol != proxy.TCP && s.Protocol != proxy.UDP {
+			return nil, fmt.Errorf("service %q: protocol %q: want TCP or UDP", name, s.Protocol)
+		}
+		sched := s.Scheduler
+		if sched == "" {
+			sched = proxy.DefaultScheduler
+		}
+		if _, err := proxy.ParseScheduler(string(sched)); err != nil {
+			return nil, fmt.Errorf("service %q: %w", name, err)
+		}
+		method := s.Method
+		if method == "" {
+			method = proxy.NAT
+		}
+		fwd, err := fwdOf(method)
+		if err != nil {
+			return nil, fmt.Errorf("service %q: %w", name, err)
+		}
+		if !s.VIP.IsValid() && s.NodePort == 0 {
+			return nil, fmt.Errorf("service %q: needs a VIP or a node port", name)
+		}
+		if s.VIP.IsValid() && (s.VIP.Unmap() != s.VIP || s.VIP.IsUnspecified()) {
+			return nil, fmt.Errorf("service %q: VIP %q: want a plain unicast address", name, s.VIP)
+		}
+		if s.VIP.IsValid() && s.Port == 0 {
+			return nil, fmt.Errorf("service %q: VIP %s needs a port", name, s.VIP)
+		}
+		// The frontends: the VIP, and the node port on every node address of
+		// the service's family (IPVS NAT cannot cross address families).
+		type front struct {
+			key  vsKey
+			node bool
+		}
+		var fronts []front
+		fam := s.VIP
+		if !fam.IsValid() && len(s.Backends) > 0 {
+			fam = s.Backends[0].Addr.Addr()
+		}
+		if s.VIP.IsValid() {
+			fronts = append(fronts, front{vsKey{s.VIP, s.Port, s.Protocol}, false})
+		}
+		if s.NodePort != 0 {
+			for _, na := range cfg.NodeAddrs {
+				if fam.IsValid() && na.Is4() != fam.Unmap().Is4() {
+					continue
+				}
+				fronts = append(fronts, front{vsKey{na, s.NodePort, s.Protocol}, true})
+			}
+		}
+		var dests []realServer
+		seen := map[netip.AddrPort]bool{}
+		for _, b := range s.Backends {
+			a := netip.AddrPortFrom(b.Addr.Addr().Unmap(), b.Addr.Port())
+			if !a.Addr().IsValid() || a.Port() == 0 {
+				return nil, fmt.Errorf("service %q: backend %q: want address:port", name, b.Addr)
+			}
+			if seen[a] {
+				return nil, fmt.Errorf("service %q: backend %s listed twice", name, a)
+			}
+			seen[a] = true
+			if fam.IsValid() && a.Addr().Is4() != fam.Unmap().Is4() {
+				return nil, fmt.Errorf("service %q: backend %s is not of the frontend's address family: %w", name, a, proxy.ErrUnsupported)
+			}
+			if b.Weight > 1<<31-1 {
+				return nil, fmt.Errorf("service %q: backend %s: weight %d is above IPVS's maximum %d", name, a, b.Weight, 1<<31-1)
+			}
+			if b.Draining {
+				continue
+			}
+			dests = append(dests, realServer{Addr: a, Weight: int(b.Weight), Fwd: fwd})
+		}
+		sort.Slice(dests, func(i, j int) bool { return dests[i].Addr.Compare(dests[j].Addr) < 0 })
+		var flags, timeout uint32
+		if s.Affinity > 0 {
+			flags |= flagPersistent
+			timeout = uint32((s.Affinity + time.Second - 1) / time.Second)
+		}
+		for _, f := range fronts {
+			if fwd != fwdMasq {
+				// DR and tunnel hand the packet over unchanged: the backend
+				// must listen on the port the client addressed.
+				for _, b := range s.Backends {
+					if b.Addr.Port() != f.key.Port {
+						return nil, fmt.Errorf("service %q: forwarding method %s cannot map port %d to backend %s (the backend must listen on port %d): %w",
+							name, method, f.key.Port, b.Addr, f.key.Port, proxy.ErrUnsupported)
+					}
+				}
+			}
+			if prev, dup := d.Services[f.key]; dup {
+				return nil, fmt.Errorf("service %q: frontend %s is also used by service %q", name, f.key, prev.Name)
+			}
+			vs := virtualServer{Key: f.key, Sched: string(sched), Flags: flags, Timeout: timeout, Netmask: defaultNetmask(f.key.Addr)}
+			d.Services[f.key] = &wantService{VS: vs, Name: name, Method: method, Dests: dests}
+			if f.node {
+				d.Nodes[f.key] = true
+			} else {
+				d.VIPs[f.key.Addr] = true
+			}
+			d.Front[f.key] = true
+			if method == proxy.NAT {
+				d.Masq[f.key] = true
+			}
+		}
+	}
+	return d, nil
+}
+
+// sameService reports whether the kernel's service matches the wanted one in
+// everything edgelb sets.
+func sameService(have, want virtualServer) bool {
+	if have.Sched != want.Sched || have.Flags&flagsCompared != want.Flags&flagsCompared {
+		return false
+	}
+	if want.Flags&flagPersistent != 0 && (have.Timeout != want.Timeout || have.Netmask != want.Netmask) {
+		return false
+	}
+	return true
+}
+
+// sameWant reports whether two wanted services are equal (the service did
+// not change between two Applies).
+func sameWant(a, b *wantService) bool {
+	if a == nil || b == nil || a.VS.Sched != b.VS.Sched || a.VS.Flags != b.VS.Flags || a.VS.Timeout != b.VS.Timeout ||
+		a.Method != b.Method || len(a.Dests) != len(b.Dests) {
+		return false
+	}
+	for i := range a.Dests {
+		if a.Dests[i].Addr != b.Dests[i].Addr || a.Dests[i].Weight != b.Dests[i].Weight || a.Dests[i].Fwd != b.Dests[i].Fwd {
+			return false
+		}
+	}
+	return true
+}
