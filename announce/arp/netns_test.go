@@ -1,0 +1,280 @@
+//go:build netns
+
+package arp
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/netip"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/edgelb/edgelb/lab/netns"
+	"github.com/mdlayher/packet"
+)
+
+// capture records every ARP frame seen on an interface inside a namespace
+// (a raw packet socket: no tcpdump start-up race).
+type capture struct {
+	mu     sync.Mutex
+	frames []captured
+	conn   *packet.Conn
+}
+
+type captured struct {
+	at time.Time
+	f  frame
+}
+
+func startCapture(t *testing.T, ns *netns.NS, ifName string) *capture {
+	t.Helper()
+	c := &capture{}
+	err := ns.Do(func() error {
+		ifi, err := net.InterfaceByName(ifName)
+		if err != nil {
+			return err
+		}
+		c.conn, err = packet.Listen(ifi, packet.Raw, etherTypeARP, nil)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		buf := make([]byte, 1518)
+		for {
+			n, _, err := c.conn.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			if f, err := parseFrame(buf[:n]); err == nil {
+				c.mu.Lock()
+				c.frames = append(c.frames, captured{time.Now(), f})
+				c.mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(func() { c.conn.Close() })
+	return c
+}
+
+// answers returns the frames announcing or answering for vip (gratuitous
+// ARP and replies) since t0.
+func (c *capture) answers(vip netip.Addr, t0 time.Time, kinds ...frameKind) []captured {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []captured
+	for _, f := range c.frames {
+		if f.at.Before(t0) || f.f.senderIP != vip {
+			continue
+		}
+		for _, k := range kinds {
+			if f.f.kind == k {
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
+
+var replyRE = regexp.MustCompile(`reply from (\S+) \[([0-9A-Fa-f:]+)\]`)
+
+// arping runs `arping -c count -I ifName vip` in ns and returns the MACs of the replies.
+func arping(t *testing.T, ns *netns.NS, ifName string, vip netip.Addr, count int) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	out, err := ns.Command(ctx, "arping", "-c", itoa(count), "-w", itoa(count+2), "-I", ifName, vip.String()).CombinedOutput()
+	if _, ok := err.(*exec.ExitError); err != nil && !ok {
+		t.Fatalf("arping: %v: %s", err, out)
+	}
+	t.Logf("arping -c %d -I %s %s:\n%s", count, ifName, vip, strings.TrimSpace(string(out)))
+	var macs []string
+	for _, m := range replyRE.FindAllStringSubmatch(string(out), -1) {
+		macs = append(macs, strings.ToLower(m[2]))
+	}
+	return macs
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+// lab is a gateway namespace and a client namespace on one veth pair.
+type lab struct {
+	gw, client *netns.NS
+	gwMAC      net.HardwareAddr
+}
+
+func newLab(t *testing.T) *lab {
+	t.Helper()
+	netns.RequireRoot(t)
+	if _, err := exec.LookPath("arping"); err != nil {
+		t.Skip("arping not installed (lab/deps.sh netns)")
+	}
+	l := &lab{gw: netns.NewT(t, "elb-arpg"), client: netns.NewT(t, "elb-arpc")}
+	if err := netns.Veth(l.gw, "gw0", l.client, "cl0"); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []struct {
+		ns   *netns.NS
+		link string
+		addr string
+	}{{l.gw, "gw0", "192.0.2.1/24"}, {l.client, "cl0", "192.0.2.2/24"}} {
+		if err := s.ns.AddAddr(s.link, netip.MustParsePrefix(s.addr)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var err error
+	if l.gwMAC, err = l.gw.MAC("gw0"); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func (l *lab) responder(t *testing.T) *Responder {
+	t.Helper()
+	var r *Responder
+	err := l.gw.Do(func() error {
+		var err error
+		r, err = New(Config{Interface: "gw0", GARPCount: 3, GARPInterval: 100 * time.Millisecond})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+func TestNetnsARPResponder(t *testing.T) {
+	l := newLab(t)
+	vip := netip.MustParseAddr("192.0.2.100")
+	cap := startCapture(t, l.client, "cl0")
+	r := l.responder(t)
+
+	// Not owned yet: nothing answers (the kernel has no such address).
+	if macs := arping(t, l.client, "cl0", vip, 2); len(macs) != 0 {
+		t.Fatalf("replies before ownership: %v", macs)
+	}
+
+	t0 := time.Now()
+	if err := r.SetOwned([]netip.Addr{vip}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(400 * time.Millisecond) // the whole burst: 3 rounds 100 ms apart
+	garps := cap.answers(vip, t0, kindGratuitous)
+	if len(garps) == 0 {
+		t.Fatalf("no gratuitous ARP captured for %s", vip)
+	}
+	for _, g := range garps {
+		if !bytes.Equal(g.f.senderHW, l.gwMAC) {
+			t.Fatalf("gratuitous ARP from %s, gateway is %s", g.f.senderHW, l.gwMAC)
+		}
+	}
+	t.Logf("gratuitous ARP captured in the client namespace: %d request-form frames from %s, first %.1f ms after SetOwned",
+		len(garps), l.gwMAC, float64(garps[0].at.Sub(t0).Microseconds())/1000)
+
+	macs := arping(t, l.client, "cl0", vip, 3)
+	if len(macs) != 3 {
+		t.Fatalf("arping: %d/3 replies", len(macs))
+	}
+	for _, m := range macs {
+		if m != l.gwMAC.String() {
+			t.Fatalf("reply MAC %s, gateway is %s", m, l.gwMAC)
+		}
+	}
+	t.Logf("arping: 3/3 replies, all %s (the gateway's MAC)", l.gwMAC)
+
+	// The client kernel's own resolution lands on the gateway too.
+	if _, err := l.client.Exec(context.Background(), "ip", "neigh", "flush", "dev", "cl0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := sendUDP(l.client, vip); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	out, _ := l.client.Exec(context.Background(), "ip", "neigh", "show", vip.String(), "dev", "cl0")
+	if !strings.Contains(string(out), l.gwMAC.String()) {
+		t.Fatalf("client neighbour entry %q, want %s", out, l.gwMAC)
+	}
+	t.Logf("client kernel resolution: %s", strings.TrimSpace(string(out)))
+
+	// Released: silent.
+	tRel := time.Now()
+	if err := r.SetOwned(nil); err != nil {
+		t.Fatal(err)
+	}
+	if macs := arping(t, l.client, "cl0", vip, 3); len(macs) != 0 {
+		t.Fatalf("replies after release: %v", macs)
+	}
+	if late := cap.answers(vip, tRel, kindReply, kindGratuitous); len(late) != 0 {
+		t.Fatalf("%d ARP frames for %s after release", len(late), vip)
+	}
+	st := r.Stats()
+	t.Logf("after release: arping 0/3 replies, 0 ARP frames for %s captured; responder stats %+v", vip, st)
+}
+
+// sendUDP makes the client kernel resolve vip (one datagram to the discard port).
+func sendUDP(ns *netns.NS, vip netip.Addr) error {
+	c, err := ns.DialContext(context.Background(), "udp", netip.AddrPortFrom(vip, 9).String())
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = c.Write([]byte("x"))
+	return err
+}
+
+// TestNetnsARPKernelSilent: a VIP assigned to the gateway's loopback (as the
+// failover lab does for its HTTP listener) is answered by the kernel on the
+// uplink unless arp_ignore=1; KernelWarnings says so, and with arp_ignore=1
+// only the responder speaks.
+func TestNetnsARPKernelSilent(t *testing.T) {
+	l := newLab(t)
+	vip := netip.MustParseAddr("192.0.2.100")
+	if err := l.gw.AddAddr("lo", netip.PrefixFrom(vip, 32)); err != nil {
+		t.Fatal(err)
+	}
+	var warn []string
+	l.gw.Do(func() error {
+		var err error
+		warn, err = KernelWarnings("gw0", []netip.Addr{vip})
+		return err
+	})
+	if len(warn) != 1 {
+		t.Fatalf("warnings with arp_ignore=0: %v", warn)
+	}
+	t.Logf("arp_ignore=0: %s", warn[0])
+	if macs := arping(t, l.client, "cl0", vip, 1); len(macs) != 1 {
+		t.Fatalf("kernel did not answer with arp_ignore=0: %v", macs)
+	}
+	for _, k := range []string{"net.ipv4.conf.all.arp_ignore", "net.ipv4.conf.gw0.arp_ignore"} {
+		if err := l.gw.Sysctl(k, "1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.gw.Do(func() error {
+		var err error
+		warn, err = KernelWarnings("gw0", []netip.Addr{vip})
+		return err
+	})
+	if len(warn) != 0 {
+		t.Fatalf("warnings with arp_ignore=1: %v", warn)
+	}
+	if macs := arping(t, l.client, "cl0", vip, 2); len(macs) != 0 {
+		t.Fatalf("kernel answered with arp_ignore=1: %v", macs)
+	}
+	r := l.responder(t)
+	if err := r.SetOwned([]netip.Addr{vip}); err != nil {
+		t.Fatal(err)
+	}
+	if macs := arping(t, l.client, "cl0", vip, 3); len(macs) != 3 {
+		t.Fatalf("responder: %d/3", len(macs))
+	}
+	t.Log("arp_ignore=1: the kernel is silent for a VIP on lo, the responder answers 3/3")
+}
