@@ -46,6 +46,18 @@ func (m *mobyHandle) call(op string, fn func(h *mobyipvs.Handle) error) error {
 		m.h = h
 	}
 	h := m.h
+	return guarded(op, m.timeout, func() error { return fn(h) }, func() {
+		// Closing the socket wakes the blocked receive; the call's goroutine
+		// then ends on its own. The next call opens a fresh socket.
+		h.Close()
+		m.h = nil
+	})
+}
+
+// guarded runs fn with a timeout, turning a panic into an error. On timeout
+// it calls abort (which must make fn return soon) and returns ErrTimeout
+// without waiting for fn.
+func guarded(op string, timeout time.Duration, fn func() error, abort func()) error {
 	done := make(chan error, 1)
 	go func() {
 		defer func() {
@@ -53,22 +65,20 @@ func (m *mobyHandle) call(op string, fn func(h *mobyipvs.Handle) error) error {
 				done <- fmt.Errorf("ipvs %s: moby/ipvs panicked: %v", op, r)
 			}
 		}()
-		done <- fn(h)
+		if err := fn(); err != nil {
+			done <- fmt.Errorf("ipvs %s: %w", op, err)
+			return
+		}
+		done <- nil
 	}()
-	t := time.NewTimer(m.timeout)
+	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
 	case err := <-done:
-		if err != nil {
-			return fmt.Errorf("ipvs %s: %w", op, err)
-		}
-		return nil
+		return err
 	case <-t.C:
-		// Closing the socket wakes the blocked receive; the goroutine then
-		// ends on its own. The next call opens a fresh socket.
-		h.Close()
-		m.h = nil
-		return fmt.Errorf("ipvs %s: %w within %s", op, ErrTimeout, m.timeout)
+		abort()
+		return fmt.Errorf("ipvs %s: %w within %s", op, ErrTimeout, timeout)
 	}
 }
 
