@@ -1,0 +1,98 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/edgelb/edgelb/announce"
+	"github.com/edgelb/edgelb/proxy"
+)
+
+type flakyDP struct {
+	mu      sync.Mutex
+	fail    bool
+	applied []proxy.Config
+	resyncs int
+}
+
+func (f *flakyDP) Name() string { return "flaky" }
+func (f *flakyDP) Apply(_ context.Context, c proxy.Config) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fail {
+		return errors.New("kernel says no")
+	}
+	f.applied = append(f.applied, c)
+	return nil
+}
+func (f *flakyDP) Resync(context.Context) error  { f.mu.Lock(); f.resyncs++; f.mu.Unlock(); return nil }
+func (f *flakyDP) Cleanup(context.Context) error { return nil }
+func (f *flakyDP) Close() error                  { return nil }
+
+type recAnn struct {
+	mu   sync.Mutex
+	sets [][]announce.VIP
+}
+
+func (r *recAnn) Name() string { return "rec" }
+func (r *recAnn) SetVIPs(_ context.Context, v []announce.VIP) error {
+	r.mu.Lock()
+	r.sets = append(r.sets, v)
+	r.mu.Unlock()
+	return nil
+}
+func (r *recAnn) Close(bool) error { return nil }
+func (r *recAnn) last() ([]announce.VIP, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.sets) == 0 {
+		return nil, 0
+	}
+	return r.sets[len(r.sets)-1], len(r.sets)
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+// A VIP is announced only while the dataplane serves it; a failing Apply
+// withdraws it and is retried until it succeeds.
+func TestEffectsWithdrawWhileDataplaneFails(t *testing.T) {
+	dp := &flakyDP{fail: true}
+	ann := &recAnn{}
+	e := &effects{dp: dp, ann: []announce.Announcer{ann}, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		resync: time.Hour, alive: func(time.Time) {}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	in := make(chan Desired, 1)
+	ready := make(chan struct{})
+	go e.run(ctx, in, func() { close(ready) })
+	vip := announce.VIP{Addr: netip.MustParseAddr("192.0.2.100")}
+	in <- Desired{Dataplane: proxy.Config{Services: []proxy.Service{{VIP: vip.Addr, Port: 80, Protocol: proxy.TCP}}}, VIPs: []announce.VIP{vip}}
+	eventually(t, "an empty announcement while the dataplane fails", func() bool { v, n := ann.last(); return n > 0 && len(v) == 0 })
+	select {
+	case <-ready:
+		t.Fatal("ready before the dataplane converged")
+	default:
+	}
+	dp.mu.Lock()
+	dp.fail = false
+	dp.mu.Unlock()
+	<-ready
+	eventually(t, "the VIP announced after the retry", func() bool { v, _ := ann.last(); return len(v) == 1 && v[0].Addr == vip.Addr })
+	if ok, err, _ := e.status(); !ok || err != nil {
+		t.Fatalf("status ok=%v err=%v", ok, err)
+	}
+}
