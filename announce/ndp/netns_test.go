@@ -1,0 +1,206 @@
+//go:build netns
+
+package ndp
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/edgelb/edgelb/lab/netns"
+	"github.com/mdlayher/packet"
+)
+
+// client is a raw IPv6 packet socket in the client namespace: it sends
+// solicitations and records every NS/NA it sees (no ndisc6 needed).
+type client struct {
+	conn *packet.Conn
+	mac  net.HardwareAddr
+	mu   sync.Mutex
+	seen []seenMsg
+}
+
+type seenMsg struct {
+	at    time.Time
+	m     message
+	flags byte
+}
+
+func newClient(t *testing.T, ns *netns.NS, ifName string) *client {
+	t.Helper()
+	c := &client{}
+	err := ns.Do(func() error {
+		ifi, err := net.InterfaceByName(ifName)
+		if err != nil {
+			return err
+		}
+		c.mac = ifi.HardwareAddr
+		f, err := ndFilter()
+		if err != nil {
+			return err
+		}
+		c.conn, err = packet.Listen(ifi, packet.Raw, etherTypeIPv6, &packet.Config{Filter: f})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		buf := make([]byte, 9216)
+		for {
+			n, _, err := c.conn.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			if m, err := parseMessage(buf[:n]); err == nil {
+				c.mu.Lock()
+				c.seen = append(c.seen, seenMsg{time.Now(), m, buf[ethHdrLen+ipv6HdrLen+4]})
+				c.mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(func() { c.conn.Close() })
+	return c
+}
+
+// adverts returns the advertisements for target received since t0.
+func (c *client) adverts(target netip.Addr, t0 time.Time) []seenMsg {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []seenMsg
+	for _, s := range c.seen {
+		if s.m.kind == kindAdvert && s.m.target == target && !s.at.Before(t0) && !bytes.Equal(s.m.ethSrc, c.mac) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// solicit sends n solicitations for target (multicast to its solicited-node
+// group, or unicast to dstMAC/target when dstMAC is set) 100 ms apart, then
+// counts the answers.
+func (c *client) solicit(t *testing.T, src, target netip.Addr, dstMAC net.HardwareAddr, n int) []seenMsg {
+	t.Helper()
+	t0 := time.Now()
+	for i := 0; i < n; i++ {
+		var b []byte
+		if dstMAC == nil {
+			b = solicitFrame(t, c.mac, src, snm(target), target, 255)
+		} else {
+			b = solicitFrame(t, c.mac, src, target, target, 255)
+			copy(b[0:6], dstMAC)
+		}
+		if _, err := c.conn.WriteTo(b, &packet.Addr{HardwareAddr: net.HardwareAddr(b[0:6])}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	return c.adverts(target, t0)
+}
+
+func TestNetnsNDPResponder(t *testing.T) {
+	netns.RequireRoot(t)
+	gw, cl := netns.NewT(t, "elb-ndpg"), netns.NewT(t, "elb-ndpc")
+	for _, ns := range []*netns.NS{gw, cl} {
+		for _, k := range []string{"net.ipv6.conf.all.accept_dad", "net.ipv6.conf.default.accept_dad"} {
+			if err := ns.Sysctl(k, "0"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := netns.Veth(gw, "gw0", cl, "cl0"); err != nil {
+		t.Fatal(err)
+	}
+	clientIP := netip.MustParseAddr("2001:db8::2")
+	// The gateway gets no global IPv6 address at all: the responder needs none.
+	if err := cl.AddAddr("cl0", netip.PrefixFrom(clientIP, 64)); err != nil {
+		t.Fatal(err)
+	}
+	gwMAC, err := gw.MAC("gw0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vip := netip.MustParseAddr("2001:db8::100")
+	c := newClient(t, cl, "cl0")
+
+	var r *Responder
+	if err := gw.Do(func() error {
+		var err error
+		r, err = New(Config{Interface: "gw0", NACount: 3, NAInterval: 100 * time.Millisecond})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+
+	if got := c.solicit(t, clientIP, vip, nil, 2); len(got) != 0 {
+		t.Fatalf("answers before ownership: %d", len(got))
+	}
+
+	t0 := time.Now()
+	if err := r.SetOwned([]netip.Addr{vip}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(400 * time.Millisecond)
+	un := c.adverts(vip, t0)
+	if len(un) == 0 {
+		t.Fatal("no unsolicited neighbour advertisement captured")
+	}
+	for _, s := range un {
+		if !bytes.Equal(s.m.lla, gwMAC) || s.m.dst != allNodes || s.flags&0x20 == 0 || s.flags&0x40 != 0 {
+			t.Fatalf("unsolicited NA %+v flags %#x", s.m, s.flags)
+		}
+	}
+	t.Logf("unsolicited NA captured in the client namespace: %d to ff02::1 with Override, target %s at %s, first %.1f ms after SetOwned",
+		len(un), vip, gwMAC, float64(un[0].at.Sub(t0).Microseconds())/1000)
+
+	ans := c.solicit(t, clientIP, vip, nil, 3)
+	if len(ans) != 3 {
+		t.Fatalf("multicast solicitations: %d/3 answers", len(ans))
+	}
+	for _, s := range ans {
+		if !bytes.Equal(s.m.lla, gwMAC) || s.m.dst != clientIP || s.flags&0x60 != 0x60 {
+			t.Fatalf("answer %+v flags %#x", s.m, s.flags)
+		}
+	}
+	t.Logf("Go solicitations to %s: 3/3 solicited+override advertisements, target %s at %s", snm(vip), vip, gwMAC)
+
+	// Unicast NUD probe (dst = the VIP itself): the kernel would never hand
+	// this to an ICMPv6 socket since the VIP is not local; the packet socket sees it.
+	if ans := c.solicit(t, clientIP, vip, gwMAC, 3); len(ans) != 3 {
+		t.Fatalf("unicast solicitations: %d/3 answers", len(ans))
+	}
+	t.Log("unicast (NUD) solicitations to the VIP: 3/3 answered")
+
+	// The client kernel resolves the VIP to the gateway (like ping6 would).
+	conn, err := cl.DialContext(context.Background(), "udp", netip.AddrPortFrom(vip, 9).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Write([]byte("x"))
+	conn.Close()
+	time.Sleep(300 * time.Millisecond)
+	out, _ := cl.Exec(context.Background(), "ip", "-6", "neigh", "show", vip.String(), "dev", "cl0")
+	if !strings.Contains(string(out), gwMAC.String()) {
+		t.Fatalf("client neighbour entry %q, want %s", out, gwMAC)
+	}
+	t.Logf("client kernel: ip -6 neigh: %s", strings.TrimSpace(string(out)))
+
+	tRel := time.Now()
+	if err := r.SetOwned(nil); err != nil {
+		t.Fatal(err)
+	}
+	if ans := c.solicit(t, clientIP, vip, nil, 3); len(ans) != 0 {
+		t.Fatalf("answers after release: %d", len(ans))
+	}
+	if late := c.adverts(vip, tRel); len(late) != 0 {
+		t.Fatalf("%d advertisements after release", len(late))
+	}
+	t.Logf("after release: 0/3 answers, 0 advertisements for %s; stats %+v", vip, r.Stats())
+}
