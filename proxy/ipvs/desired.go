@@ -61,19 +61,17 @@ func build(cfg proxy.Config) (*desired, error) {
 	}
 	for i := range cfg.Services {
 		s := &cfg.Services[i]
-		name := s.Name
-		if name == "" {
-			name = s.Key().String()
-		}
+		// Errors name the service by its Name and its frontend key.
+		name := fmt.Sprintf("%q (%s)", s.Name, s.Key())
 		if s.Protocol != proxy.TCP && s.Protocol != proxy.UDP {
-			return nil, fmt.Errorf("service %q: protocol %q: want TCP or UDP", name, s.Protocol)
+			return nil, fmt.Errorf("service %s: protocol %d: want TCP (6) or UDP (17)", name, uint8(s.Protocol))
 		}
 		sched := s.Scheduler
 		if sched == "" {
 			sched = proxy.DefaultScheduler
 		}
 		if _, err := proxy.ParseScheduler(string(sched)); err != nil {
-			return nil, fmt.Errorf("service %q: %w", name, err)
+			return nil, fmt.Errorf("service %s: %w", name, err)
 		}
 		method := s.Method
 		if method == "" {
@@ -81,16 +79,16 @@ func build(cfg proxy.Config) (*desired, error) {
 		}
 		fwd, err := fwdOf(method)
 		if err != nil {
-			return nil, fmt.Errorf("service %q: %w", name, err)
+			return nil, fmt.Errorf("service %s: %w", name, err)
 		}
 		if !s.VIP.IsValid() && s.NodePort == 0 {
-			return nil, fmt.Errorf("service %q: needs a VIP or a node port", name)
+			return nil, fmt.Errorf("service %s: needs a VIP or a node port", name)
 		}
 		if s.VIP.IsValid() && (s.VIP.Unmap() != s.VIP || s.VIP.IsUnspecified()) {
-			return nil, fmt.Errorf("service %q: VIP %q: want a plain unicast address", name, s.VIP)
+			return nil, fmt.Errorf("service %s: VIP %q: want a plain unicast address", name, s.VIP)
 		}
 		if s.VIP.IsValid() && s.Port == 0 {
-			return nil, fmt.Errorf("service %q: VIP %s needs a port", name, s.VIP)
+			return nil, fmt.Errorf("service %s: VIP %s needs a port", name, s.VIP)
 		}
 		// The frontends: the VIP, and the node port on every node address of
 		// the service's family (IPVS NAT cannot cross address families).
@@ -119,17 +117,17 @@ func build(cfg proxy.Config) (*desired, error) {
 		for _, b := range s.Backends {
 			a := netip.AddrPortFrom(b.Addr.Addr().Unmap(), b.Addr.Port())
 			if !a.Addr().IsValid() || a.Port() == 0 {
-				return nil, fmt.Errorf("service %q: backend %q: want address:port", name, b.Addr)
+				return nil, fmt.Errorf("service %s: backend %q: want address:port", name, b.Addr)
 			}
 			if seen[a] {
-				return nil, fmt.Errorf("service %q: backend %s listed twice", name, a)
+				return nil, fmt.Errorf("service %s: backend %s listed twice", name, a)
 			}
 			seen[a] = true
 			if fam.IsValid() && a.Addr().Is4() != fam.Unmap().Is4() {
-				return nil, fmt.Errorf("service %q: backend %s is not of the frontend's address family: %w", name, a, proxy.ErrUnsupported)
+				return nil, fmt.Errorf("service %s: backend %s is not of the frontend's address family: %w", name, a, proxy.ErrUnsupported)
 			}
 			if b.Weight > 1<<31-1 {
-				return nil, fmt.Errorf("service %q: backend %s: weight %d is above IPVS's maximum %d", name, a, b.Weight, 1<<31-1)
+				return nil, fmt.Errorf("service %s: backend %s: weight %d is above IPVS's maximum %d", name, a, b.Weight, 1<<31-1)
 			}
 			if b.Draining {
 				continue
@@ -148,13 +146,13 @@ func build(cfg proxy.Config) (*desired, error) {
 				// must listen on the port the client addressed.
 				for _, b := range s.Backends {
 					if b.Addr.Port() != f.key.Port {
-						return nil, fmt.Errorf("service %q: forwarding method %s cannot map port %d to backend %s (the backend must listen on port %d): %w",
+						return nil, fmt.Errorf("service %s: forwarding method %s cannot map port %d to backend %s (the backend must listen on port %d): %w",
 							name, method, f.key.Port, b.Addr, f.key.Port, proxy.ErrUnsupported)
 					}
 				}
 			}
 			if prev, dup := d.Services[f.key]; dup {
-				return nil, fmt.Errorf("service %q: frontend %s is also used by service %q", name, f.key, prev.Name)
+				return nil, fmt.Errorf("service %s: frontend %s is also used by service %s", name, f.key, prev.Name)
 			}
 			vs := virtualServer{Key: f.key, Sched: string(sched), Flags: flags, Timeout: timeout, Netmask: defaultNetmask(f.key.Addr)}
 			d.Services[f.key] = &wantService{VS: vs, Name: name, Method: method, Dests: dests}

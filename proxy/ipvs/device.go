@@ -74,7 +74,8 @@ func (d *linkDevice) Addrs() (map[netip.Addr]bool, error) {
 		return nil, fmt.Errorf("ipvs: list addresses of %s: %w", d.name, err)
 	}
 	for _, a := range as {
-		if ip, ok := netip.AddrFromSlice(a.IP); ok {
+		// The kernel's own IPv6 link-local address is no VIP.
+		if ip, ok := netip.AddrFromSlice(a.IP); ok && !ip.IsLinkLocalUnicast() {
 			out[ip.Unmap()] = true
 		}
 	}
