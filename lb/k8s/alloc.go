@@ -1,0 +1,36 @@
+package k8s
+
+import (
+	"net/netip"
+
+	"github.com/edgelb/edgelb/lb"
+)
+
+// Allocator is what the controller needs of lb's pure allocator. The
+// controller owns it from a single goroutine (the leader's worker), so it
+// need not be safe for concurrent use; reads from other goroutines go
+// through the controller's lock.
+type Allocator interface {
+	// ReplacePools replaces the pools. Assignments whose address left its
+	// pool stay held and are reported; the controller moves those Services.
+	ReplacePools(pools []lb.Pool) ([]lb.Orphan, error)
+	// PoolOf returns the pool whose ranges contain ip.
+	PoolOf(ip netip.Addr) (string, bool)
+	// Assign gives svc exactly ip (restart adoption, requested IPs). It
+	// refuses an address outside the pools or held by a Service it may not
+	// share with. Assigning an address svc already holds re-checks it
+	// against req.
+	Assign(svc string, ip netip.Addr, req lb.Request) error
+	// Allocate picks an address of family fam for svc.
+	Allocate(svc string, fam lb.Family, req lb.Request) (netip.Addr, error)
+	Release(svc string, ip netip.Addr)
+	ReleaseAll(svc string)
+	// IPs returns what svc holds, IPv4 first.
+	IPs(svc string) []netip.Addr
+	// Used returns how many distinct addresses of the pool are held.
+	Used(pool string) int
+}
+
+// NewAllocatorFunc builds a fresh allocator (one per leadership term, so a
+// new leader starts from what the API says, never from stale memory).
+type NewAllocatorFunc func() Allocator

@@ -1,0 +1,521 @@
+// Package k8s is edgelb's Kubernetes mode: LoadBalancer IPs from IPPool
+// objects, written to Service status by the one Lease holder, and the
+// dataplane's desired state (VIPs, node ports, backends from EndpointSlices)
+// computed on every gateway. See README.md.
+package k8s
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Controller is one gateway's Kubernetes mode. Every instance watches and
+// computes its desired dataplane state; only the Lease holder allocates.
+type Controller struct {
+	opts     Options
+	cs       kubernetes.Interface
+	dyn      dynamic.Interface
+	m        *metrics
+	newAlloc NewAllocatorFunc
+
+	factory    informers.SharedInformerFactory
+	dynFactory dynamicinformer.DynamicSharedInformerFactory
+	svcInf     cache.SharedIndexInformer
+	sliceInf   cache.SharedIndexInformer
+	nodeInf    cache.SharedIndexInformer
+	poolInf    cache.SharedIndexInformer
+	services   corelisters.ServiceLister
+	nodes      corelisters.NodeLister
+
+	broadcaster record.EventBroadcaster
+	recorder    record.EventRecorder
+
+	desiredQ workqueue.TypedRateLimitingInterface[string]
+	out      chan Desired
+	synced   chan struct{}
+
+	mu     sync.Mutex // guards term and last
+	term   *term      // nil unless leading
+	last   Desired
+	leadMu sync.Mutex // one leadership term at a time
+}
+
+// term is the state of one leadership term; a new term starts from what the
+// API says, never from memory of an earlier one.
+type term struct {
+	ctx   context.Context
+	svcQ  workqueue.TypedRateLimitingInterface[string]
+	poolQ workqueue.TypedRateLimitingInterface[string]
+
+	mu      sync.Mutex // guards the fields below (svc and pool workers, Manager reads)
+	alloc   Allocator
+	pools   poolSet
+	reqs    map[string]intentKey // last request each Service was served with
+	pending map[string]string    // Service key → why it has no (complete) address
+	warned  map[string]string    // last Warning sent per object, to not repeat it
+}
+
+const (
+	keyPools  = "pools"  // revalidate IPPools and hand them to the allocator
+	keyStatus = "status" // write IPPool status (size, used, Valid)
+	keyAll    = "all"    // the one desired-state key
+	sliceIdx  = "service"
+)
+
+// NewForConfig builds a Controller from a rest.Config.
+func NewForConfig(cfg *rest.Config, opts Options) (*Controller, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("dynamic client: %w", err)
+	}
+	return New(cs, dyn, opts)
+}
+
+// New builds a Controller; Run starts it.
+func New(cs kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Controller, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	c := &Controller{
+		opts: opts, cs: cs, dyn: dyn, m: newMetrics(opts.Registerer),
+		newAlloc: newStopgapAllocator,
+		out:      make(chan Desired, 1),
+		synced:   make(chan struct{}),
+		desiredQ: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "edgelb-desired"}),
+	}
+	if opts.NewAllocator != nil {
+		c.newAlloc = opts.NewAllocator
+	}
+	// Resync 0: no periodic relists; everything is driven by watch events.
+	c.factory = informers.NewSharedInformerFactory(cs, 0)
+	c.svcInf = c.factory.Core().V1().Services().Informer()
+	c.services = c.factory.Core().V1().Services().Lister()
+	c.sliceInf = c.factory.Discovery().V1().EndpointSlices().Informer()
+	c.nodeInf = c.factory.Core().V1().Nodes().Informer()
+	c.nodes = c.factory.Core().V1().Nodes().Lister()
+	c.dynFactory = dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
+	c.poolInf = c.dynFactory.ForResource(IPPoolGVR).Informer()
+
+	if err := c.sliceInf.AddIndexers(cache.Indexers{sliceIdx: func(obj any) ([]string, error) {
+		s, ok := obj.(*discoveryv1.EndpointSlice)
+		if !ok || s.Labels[discoveryv1.LabelServiceName] == "" {
+			return nil, nil
+		}
+		return []string{s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]}, nil
+	}}); err != nil {
+		return nil, err
+	}
+	c.broadcaster = record.NewBroadcaster()
+	c.recorder = c.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "edgelb", Host: opts.NodeName})
+
+	if _, err := c.svcInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.serviceChanged(obj) },
+		UpdateFunc: func(_, obj any) { c.serviceChanged(obj) },
+		DeleteFunc: func(obj any) { c.serviceChanged(obj) },
+	}); err != nil {
+		return nil, err
+	}
+	desired := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { c.desiredQ.Add(keyAll) },
+		UpdateFunc: func(any, any) { c.desiredQ.Add(keyAll) },
+		DeleteFunc: func(any) { c.desiredQ.Add(keyAll) },
+	}
+	if _, err := c.sliceInf.AddEventHandler(desired); err != nil {
+		return nil, err
+	}
+	if _, err := c.nodeInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { c.desiredQ.Add(keyAll) },
+		UpdateFunc: func(o, n any) { c.nodeChanged(o, n) },
+		DeleteFunc: func(any) { c.desiredQ.Add(keyAll) },
+	}); err != nil {
+		return nil, err
+	}
+	if _, err := c.poolInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { c.poolsChanged() },
+		UpdateFunc: func(o, n any) { c.poolUpdated(o, n) },
+		DeleteFunc: func(any) { c.poolsChanged() },
+	}); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func keyOf(obj any) string {
+	k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return ""
+	}
+	return k
+}
+
+func (c *Controller) serviceChanged(obj any) {
+	c.desiredQ.Add(keyAll)
+	if k := keyOf(obj); k != "" {
+		c.mu.Lock()
+		t := c.term
+		c.mu.Unlock()
+		if t != nil {
+			t.svcQ.Add(k)
+		}
+	}
+}
+
+// nodeChanged ignores heartbeats: only addresses, labels and readiness matter.
+func (c *Controller) nodeChanged(o, n any) {
+	a, ok1 := o.(*corev1.Node)
+	b, ok2 := n.(*corev1.Node)
+	if ok1 && ok2 && nodeReady(a) == nodeReady(b) && fmt.Sprint(a.Status.Addresses) == fmt.Sprint(b.Status.Addresses) &&
+		fmt.Sprint(a.Labels) == fmt.Sprint(b.Labels) {
+		return
+	}
+	c.desiredQ.Add(keyAll)
+}
+
+func (c *Controller) poolsChanged() {
+	c.desiredQ.Add(keyAll)
+	c.mu.Lock()
+	t := c.term
+	c.mu.Unlock()
+	if t != nil {
+		t.poolQ.Add(keyPools)
+	}
+}
+
+// poolUpdated skips our own status writes (the spec generation is unchanged).
+func (c *Controller) poolUpdated(o, n any) {
+	a, ok1 := o.(*unstructured.Unstructured)
+	b, ok2 := n.(*unstructured.Unstructured)
+	if ok1 && ok2 && a.GetGeneration() == b.GetGeneration() && a.GetGeneration() != 0 {
+		return
+	}
+	c.poolsChanged()
+}
+
+// Subscribe returns the channel desired states are published on, latest
+// wins: a slow reader sees the newest state, never a backlog.
+func (c *Controller) Subscribe() <-chan Desired { return c.out }
+
+// IsLeader reports whether this instance currently assigns addresses.
+func (c *Controller) IsLeader() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.term != nil
+}
+
+// WaitSynced blocks until the informers have synced or ctx ends.
+func (c *Controller) WaitSynced(ctx context.Context) error {
+	select {
+	case <-c.synced:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Run runs until ctx ends: informers, the desired-state worker and the
+// leader election. On return the Lease is released unless KeepLeaseOnStop.
+func (c *Controller) Run(ctx context.Context) error {
+	log := c.opts.Logger
+	c.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.cs.CoreV1().Events("")})
+	defer c.broadcaster.Shutdown()
+	defer c.desiredQ.ShutDown()
+
+	c.factory.Start(ctx.Done())
+	c.dynFactory.Start(ctx.Done())
+	defer c.factory.Shutdown()
+	defer c.dynFactory.Shutdown()
+	t0 := time.Now()
+	if !cache.WaitForCacheSync(ctx.Done(), c.svcInf.HasSynced, c.sliceInf.HasSynced, c.nodeInf.HasSynced, c.poolInf.HasSynced) {
+		return fmt.Errorf("informer sync: %w", ctx.Err())
+	}
+	c.m.syncSeconds.WithLabelValues("informers").Observe(time.Since(t0).Seconds())
+	close(c.synced)
+	log.Info("kubernetes caches synced", "after", time.Since(t0))
+
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); c.desiredWorker() }()
+	c.desiredQ.Add(keyAll)
+
+	// The elector's context outlives ctx until the leader's work has
+	// stopped, so the Lease is never released while a write may be in flight.
+	ectx, ecancel := context.WithCancel(context.Background())
+	defer ecancel()
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: c.opts.LeaseNamespace, Name: c.opts.LeaseName},
+		Client:     c.cs.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: c.opts.Identity},
+	}
+	electDone := make(chan struct{})
+	go func() {
+		defer close(electDone)
+		for ectx.Err() == nil {
+			le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+				Lock: lock, Name: "edgelb",
+				LeaseDuration: c.opts.LeaseDuration, RenewDeadline: c.opts.RenewDeadline, RetryPeriod: c.opts.RetryPeriod,
+				ReleaseOnCancel: !c.opts.KeepLeaseOnStop,
+				Callbacks: leaderelection.LeaderCallbacks{
+					OnStartedLeading: func(lctx context.Context) { c.lead(ctx, lctx) },
+					OnStoppedLeading: func() {},
+					OnNewLeader: func(id string) {
+						log.Info("leader", "identity", id, "me", id == c.opts.Identity)
+					},
+				},
+			})
+			if err != nil {
+				log.Error("leader election", "err", err)
+				return
+			}
+			// Run returns when leadership is lost (its lead() sees lctx end;
+			// leadMu keeps a next term from overlapping it), then campaign again.
+			le.Run(ectx)
+		}
+	}()
+
+	<-ctx.Done()
+	// Stop leading first (workers finish their writes), then release the Lease.
+	c.leadMu.Lock()
+	c.leadMu.Unlock() //nolint:staticcheck // barrier
+	ecancel()
+	<-electDone
+	c.desiredQ.ShutDown()
+	wg.Wait()
+	return nil
+}
+
+// lead is one leadership term. It ends when the Lease is lost (lctx) or
+// the controller stops (runCtx).
+func (c *Controller) lead(runCtx, lctx context.Context) {
+	c.leadMu.Lock()
+	defer c.leadMu.Unlock()
+	ctx, cancel := context.WithCancel(lctx)
+	defer cancel()
+	stop := context.AfterFunc(runCtx, cancel)
+	defer stop()
+	if runCtx.Err() != nil || lctx.Err() != nil {
+		return
+	}
+	log := c.opts.Logger.With("identity", c.opts.Identity)
+	log.Info("leading: loading assignments")
+	t := &term{
+		ctx:     ctx,
+		svcQ:    workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "edgelb-services"}),
+		poolQ:   workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "edgelb-pools"}),
+		alloc:   c.newAlloc(),
+		reqs:    map[string]intentKey{},
+		pending: map[string]string{},
+		warned:  map[string]string{},
+	}
+	defer t.svcQ.ShutDown()
+	defer t.poolQ.ShutDown()
+	t0 := time.Now()
+	n, err := c.adopt(ctx, t)
+	for err != nil {
+		log.Error("leading: cannot load current assignments; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+		t.alloc = c.newAlloc()
+		n, err = c.adopt(ctx, t)
+	}
+	c.m.syncSeconds.WithLabelValues("adopt").Observe(time.Since(t0).Seconds())
+	log.Info("leading: assignments loaded", "addresses", n, "after", time.Since(t0))
+
+	c.mu.Lock()
+	c.term = t
+	c.mu.Unlock()
+	c.m.leader.Set(1)
+	defer func() {
+		c.mu.Lock()
+		c.term = nil
+		c.mu.Unlock()
+		c.m.leader.Set(0)
+		c.m.pending.Set(0)
+	}()
+	t.poolQ.Add(keyStatus)
+	for _, k := range c.svcInf.GetStore().ListKeys() {
+		t.svcQ.Add(k)
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); c.serviceWorker(t) }()
+	go func() { defer wg.Done(); c.poolWorker(t) }()
+	<-ctx.Done()
+	t.svcQ.ShutDown()
+	t.poolQ.ShutDown()
+	wg.Wait()
+	log.Info("stopped leading")
+}
+
+// adopt loads every Service's current ingress addresses into a fresh
+// allocator BEFORE anything is allocated: what the API says is in use stays
+// in use. It reads Services straight from the API (not the cache, which may
+// lag writes of the previous leader).
+func (c *Controller) adopt(ctx context.Context, t *term) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.pools = c.currentPools()
+	if _, err := t.alloc.ReplacePools(t.pools.Valid); err != nil {
+		return 0, fmt.Errorf("set pools: %w", err)
+	}
+	var svcs []corev1.Service
+	opts := metav1.ListOptions{Limit: 500}
+	for {
+		list, err := c.cs.CoreV1().Services("").List(ctx, opts)
+		if err != nil {
+			return 0, fmt.Errorf("list services: %w", err)
+		}
+		svcs = append(svcs, list.Items...)
+		if list.Continue == "" {
+			break
+		}
+		opts.Continue = list.Continue
+	}
+	sortServices(svcs)
+	n := 0
+	for i := range svcs {
+		svc := &svcs[i]
+		if !c.opts.ours(svc) {
+			continue
+		}
+		key := svc.Namespace + "/" + svc.Name
+		in, _ := parseIntent(svc) // a bad annotation must not free an address in use
+		for _, ip := range ingressIPs(svc) {
+			if err := t.alloc.Assign(key, ip, in.Req); err != nil {
+				// Another (older) Service holds it, or it left every pool:
+				// the reconcile of this Service sorts it out and says so.
+				c.opts.Logger.Warn("cannot keep address from status", "service", key, "ip", ip, "err", err)
+				continue
+			}
+			n++
+		}
+		t.reqs[key] = keyOfIntent(in)
+	}
+	return n, nil
+}
+
+// currentPools validates the IPPool objects in the cache.
+func (c *Controller) currentPools() poolSet {
+	var objs []*unstructured.Unstructured
+	for _, o := range c.poolInf.GetStore().List() {
+		if u, ok := o.(*unstructured.Unstructured); ok {
+			objs = append(objs, u)
+		}
+	}
+	return computePools(objs)
+}
+
+func (c *Controller) serviceWorker(t *term) {
+	for {
+		key, quit := t.svcQ.Get()
+		if quit {
+			return
+		}
+		t0 := time.Now()
+		err := c.reconcileService(t, key)
+		c.m.syncSeconds.WithLabelValues("service").Observe(time.Since(t0).Seconds())
+		if err != nil && t.ctx.Err() == nil {
+			c.opts.Logger.Debug("service sync failed; retrying", "service", key, "err", err)
+			t.svcQ.AddRateLimited(key)
+		} else {
+			t.svcQ.Forget(key)
+		}
+		t.svcQ.Done(key)
+	}
+}
+
+func (c *Controller) poolWorker(t *term) {
+	for {
+		key, quit := t.poolQ.Get()
+		if quit {
+			return
+		}
+		t0 := time.Now()
+		var err error
+		switch key {
+		case keyPools:
+			c.syncPools(t)
+		case keyStatus:
+			err = c.writePoolStatus(t)
+		}
+		c.m.syncSeconds.WithLabelValues("pools").Observe(time.Since(t0).Seconds())
+		if err != nil && t.ctx.Err() == nil {
+			c.opts.Logger.Debug("pool sync failed; retrying", "key", key, "err", err)
+			t.poolQ.AddRateLimited(key)
+		} else {
+			t.poolQ.Forget(key)
+		}
+		t.poolQ.Done(key)
+	}
+}
+
+func (c *Controller) desiredWorker() {
+	for {
+		key, quit := c.desiredQ.Get()
+		if quit {
+			return
+		}
+		t0 := time.Now()
+		d := c.buildDesired()
+		c.publish(d)
+		c.m.syncSeconds.WithLabelValues("desired").Observe(time.Since(t0).Seconds())
+		c.desiredQ.Forget(key)
+		c.desiredQ.Done(key)
+	}
+}
+
+// publish replaces any unread state on the channel with d (latest wins).
+func (c *Controller) publish(d Desired) {
+	c.mu.Lock()
+	c.last = d
+	c.mu.Unlock()
+	for {
+		select {
+		case c.out <- d:
+			return
+		default:
+		}
+		select {
+		case <-c.out:
+		default:
+		}
+	}
+}
+
+// Last returns the most recently published desired state.
+func (c *Controller) Last() Desired {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last
+}
+
+var errNotLeader = errors.New("not the leader")

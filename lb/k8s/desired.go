@@ -1,0 +1,374 @@
+package k8s
+
+import (
+	"net/netip"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/edgelb/edgelb/announce"
+	"github.com/edgelb/edgelb/lb"
+	"github.com/edgelb/edgelb/proxy"
+)
+
+// Desired is what this gateway should program and announce now.
+type Desired struct {
+	Proxy proxy.Config
+	VIPs  []announce.VIP
+}
+
+const zoneLabel = "topology.kubernetes.io/zone"
+
+// buildDesired computes the dataplane state from the caches: every gateway
+// does this for itself, leader or not, from Service status and endpoints.
+func (c *Controller) buildDesired() Desired {
+	svcs, _ := c.services.List(labels.Everything())
+	sort.Slice(svcs, func(i, j int) bool {
+		if svcs[i].Namespace != svcs[j].Namespace {
+			return svcs[i].Namespace < svcs[j].Namespace
+		}
+		return svcs[i].Name < svcs[j].Name
+	})
+	pools := c.currentPools().Valid
+	me, _ := c.nodes.Get(c.opts.NodeName)
+	var zone string
+	nodeAddrs := c.opts.NodeAddrs
+	if me != nil {
+		zone = me.Labels[zoneLabel]
+		if len(nodeAddrs) == 0 {
+			nodeAddrs = nodeAddresses(me)
+		}
+	}
+	var nodes []*corev1.Node
+	if c.opts.BackendMode == BackendNodePort {
+		all, _ := c.nodes.List(labels.Everything())
+		for _, n := range all {
+			if nodeReady(n) {
+				nodes = append(nodes, n)
+			}
+		}
+		sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	}
+	in := desiredInput{opts: &c.opts, pools: pools, zone: zone, nodes: nodes, nodeAddrs: nodeAddrs}
+	for _, svc := range svcs {
+		objs, _ := c.sliceInf.GetIndexer().ByIndex(sliceIdx, svc.Namespace+"/"+svc.Name)
+		var slices []*discoveryv1.EndpointSlice
+		for _, o := range objs {
+			if s, ok := o.(*discoveryv1.EndpointSlice); ok {
+				slices = append(slices, s)
+			}
+		}
+		in.add(svc, slices)
+	}
+	return in.result()
+}
+
+// desiredInput accumulates the desired state; it is pure (no client-go
+// calls) so unit tests drive it directly.
+type desiredInput struct {
+	opts      *Options
+	pools     []lb.Pool
+	zone      string
+	nodes     []*corev1.Node
+	nodeAddrs []netip.Addr
+
+	cfg  proxy.Config
+	vips map[netip.Addr]*announce.VIP
+}
+
+func (d *desiredInput) add(svc *corev1.Service, slices []*discoveryv1.EndpointSlice) {
+	ourLB := d.opts.ours(svc)
+	nodePort := svc.Spec.Type == corev1.ServiceTypeNodePort || (ourLB && d.opts.NodePortsOnLoadBalancers)
+	if !ourLB && !nodePort {
+		return
+	}
+	var vips []netip.Addr
+	if ourLB {
+		// Only addresses of our pools: a status written by someone else
+		// must not make us announce an arbitrary address.
+		for _, ip := range ingressIPs(svc) {
+			if poolOf(d.pools, ip) != "" {
+				vips = append(vips, ip)
+			}
+		}
+	}
+	local := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
+	var affinity time.Duration
+	if svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP {
+		affinity = 3 * time.Hour
+		if cfg := svc.Spec.SessionAffinityConfig; cfg != nil && cfg.ClientIP != nil && cfg.ClientIP.TimeoutSeconds != nil {
+			affinity = time.Duration(*cfg.ClientIP.TimeoutSeconds) * time.Second
+		}
+	}
+	served := map[netip.Addr]bool{}
+	for _, sp := range svc.Spec.Ports {
+		proto, err := proxy.ParseProtocol(string(sp.Protocol))
+		if err != nil {
+			continue // SCTP: not something our dataplanes forward
+		}
+		backends := d.backends(svc, sp, slices, local)
+		base := proxy.Service{
+			Port: uint16(sp.Port), Protocol: proto, Scheduler: d.opts.Scheduler,
+			Affinity: affinity, Method: d.opts.Method,
+		}
+		name := svc.Namespace + "/" + svc.Name
+		if sp.Name != "" {
+			name += "/" + sp.Name
+		}
+		for _, vip := range vips {
+			bs := sameFamily(backends, vip)
+			if local && d.opts.BackendMode == BackendEndpoints && !anyActive(bs) {
+				continue // no local endpoint: neither programmed nor announced here
+			}
+			s := base
+			s.Name, s.VIP, s.Backends = name, vip, bs
+			d.cfg.Services = append(d.cfg.Services, s)
+			served[vip] = true
+		}
+		if nodePort && sp.NodePort != 0 && len(d.nodeAddrs) > 0 {
+			if local && d.opts.BackendMode == BackendEndpoints && !anyActive(backends) {
+				continue
+			}
+			s := base
+			s.Name, s.NodePort, s.Backends = name+"/nodeport", uint16(sp.NodePort), backends
+			d.cfg.Services = append(d.cfg.Services, s)
+		}
+	}
+	if d.vips == nil {
+		d.vips = map[netip.Addr]*announce.VIP{}
+	}
+	for _, vip := range vips {
+		if !served[vip] {
+			continue
+		}
+		isLocal := local && d.opts.BackendMode == BackendEndpoints
+		if v, ok := d.vips[vip]; ok {
+			// A shared VIP is restricted only if every sharer is.
+			v.Local = v.Local && isLocal
+			continue
+		}
+		v := &announce.VIP{Addr: vip, Pool: poolOf(d.pools, vip), Local: isLocal}
+		for i := range d.pools {
+			if d.pools[i].Name == v.Pool {
+				a := d.pools[i].Advertisement
+				v.Communities, v.LargeCommunities, v.LocalPref, v.AggregationLen = a.Communities, a.LargeCommunities, a.LocalPref, a.AggregationLen
+			}
+		}
+		d.vips[vip] = v
+	}
+}
+
+func (d *desiredInput) result() Desired {
+	out := Desired{Proxy: d.cfg}
+	out.Proxy.NodeAddrs = append([]netip.Addr(nil), d.nodeAddrs...)
+	for _, v := range d.vips {
+		out.VIPs = append(out.VIPs, *v)
+	}
+	sort.Slice(out.VIPs, func(i, j int) bool { return out.VIPs[i].Addr.Less(out.VIPs[j].Addr) })
+	return out
+}
+
+// backends lists where one Service port's traffic goes, both families.
+func (d *desiredInput) backends(svc *corev1.Service, sp corev1.ServicePort, slices []*discoveryv1.EndpointSlice, local bool) []proxy.Backend {
+	if d.opts.BackendMode == BackendNodePort {
+		return d.nodeBackends(sp, slices, local)
+	}
+	type ep struct {
+		b     proxy.Backend
+		zones []string
+	}
+	var eps []ep
+	seen := map[netip.AddrPort]bool{}
+	for _, s := range slices {
+		if s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6 {
+			continue
+		}
+		port, ok := slicePort(s, sp)
+		if !ok {
+			continue
+		}
+		for _, e := range s.Endpoints {
+			ready := e.Conditions.Ready == nil || *e.Conditions.Ready
+			serving := ready
+			if e.Conditions.Serving != nil {
+				serving = *e.Conditions.Serving
+			}
+			terminating := e.Conditions.Terminating != nil && *e.Conditions.Terminating
+			draining := !ready && serving && terminating
+			if !ready && !draining {
+				continue
+			}
+			if local && (e.NodeName == nil || *e.NodeName != d.opts.NodeName) {
+				continue
+			}
+			if len(e.Addresses) == 0 {
+				continue
+			}
+			a, err := netip.ParseAddr(e.Addresses[0])
+			if err != nil {
+				continue
+			}
+			ap := netip.AddrPortFrom(a.Unmap(), port)
+			if seen[ap] {
+				continue
+			}
+			seen[ap] = true
+			b := proxy.Backend{Addr: ap, Weight: 1}
+			if draining {
+				b = proxy.Backend{Addr: ap, Weight: 0, Draining: true}
+			}
+			var zones []string
+			if e.Hints != nil {
+				for _, z := range e.Hints.ForZones {
+					zones = append(zones, z.Name)
+				}
+			}
+			eps = append(eps, ep{b, zones})
+		}
+	}
+	// Topology hints, the way kube-proxy uses them: only when every ready
+	// endpoint carries hints and some are for our zone.
+	useHints := !local && d.zone != ""
+	mine := 0
+	for _, e := range eps {
+		if e.b.Draining {
+			continue
+		}
+		if len(e.zones) == 0 {
+			useHints = false
+		}
+		for _, z := range e.zones {
+			if z == d.zone {
+				mine++
+				break
+			}
+		}
+	}
+	out := make([]proxy.Backend, 0, len(eps))
+	for _, e := range eps {
+		if useHints && mine > 0 && !e.b.Draining && !contains(e.zones, d.zone) {
+			continue
+		}
+		out = append(out, e.b)
+	}
+	sortBackends(out)
+	return out
+}
+
+// nodeBackends: every ready node's address + nodePort; with
+// externalTrafficPolicy Local only nodes that host a ready endpoint.
+func (d *desiredInput) nodeBackends(sp corev1.ServicePort, slices []*discoveryv1.EndpointSlice, local bool) []proxy.Backend {
+	if sp.NodePort == 0 {
+		return nil
+	}
+	hosts := map[string]bool{}
+	for _, s := range slices {
+		for _, e := range s.Endpoints {
+			if (e.Conditions.Ready == nil || *e.Conditions.Ready) && e.NodeName != nil {
+				hosts[*e.NodeName] = true
+			}
+		}
+	}
+	var out []proxy.Backend
+	for _, n := range d.nodes {
+		if local && !hosts[n.Name] {
+			continue
+		}
+		for _, a := range nodeAddresses(n) {
+			out = append(out, proxy.Backend{Addr: netip.AddrPortFrom(a, uint16(sp.NodePort)), Weight: 1})
+		}
+	}
+	sortBackends(out)
+	return out
+}
+
+// slicePort finds the slice's port for a Service port (matched by name and protocol).
+func slicePort(s *discoveryv1.EndpointSlice, sp corev1.ServicePort) (uint16, bool) {
+	for _, p := range s.Ports {
+		name := ""
+		if p.Name != nil {
+			name = *p.Name
+		}
+		proto := corev1.ProtocolTCP
+		if p.Protocol != nil {
+			proto = *p.Protocol
+		}
+		spProto := sp.Protocol
+		if spProto == "" {
+			spProto = corev1.ProtocolTCP
+		}
+		if name == sp.Name && proto == spProto && p.Port != nil && *p.Port > 0 && *p.Port < 65536 {
+			return uint16(*p.Port), true
+		}
+	}
+	return 0, false
+}
+
+// nodeAddresses: InternalIPs, else ExternalIPs, one per family at most.
+func nodeAddresses(n *corev1.Node) []netip.Addr {
+	var out []netip.Addr
+	for _, t := range []corev1.NodeAddressType{corev1.NodeInternalIP, corev1.NodeExternalIP} {
+		for _, a := range n.Status.Addresses {
+			if a.Type != t {
+				continue
+			}
+			ip, err := netip.ParseAddr(a.Address)
+			if err != nil {
+				continue
+			}
+			ip = ip.Unmap()
+			dup := false
+			for _, x := range out {
+				dup = dup || x.Is4() == ip.Is4()
+			}
+			if !dup {
+				out = append(out, ip)
+			}
+		}
+	}
+	return out
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func sameFamily(bs []proxy.Backend, vip netip.Addr) []proxy.Backend {
+	var out []proxy.Backend
+	for _, b := range bs {
+		if b.Addr.Addr().Is4() == vip.Is4() {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+func anyActive(bs []proxy.Backend) bool {
+	for _, b := range bs {
+		if !b.Draining {
+			return true
+		}
+	}
+	return false
+}
+
+func sortBackends(bs []proxy.Backend) {
+	sort.Slice(bs, func(i, j int) bool { return bs[i].Addr.Compare(bs[j].Addr) < 0 })
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

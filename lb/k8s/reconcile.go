@@ -1,0 +1,426 @@
+package k8s
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/edgelb/edgelb/lb"
+)
+
+// Event reasons on Services and IPPools.
+const (
+	ReasonAllocated = "IPAllocated"
+	ReasonReleased  = "IPReleased"
+	ReasonFailed    = "AllocationFailed"
+	ReasonBadPool   = "InvalidPool"
+)
+
+// intentKey summarises an intent so a change of request is detectable.
+type intentKey string
+
+func keyOfIntent(in intent) intentKey {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v|%v|%s|%s|", in.Families, in.RequireAll, in.Req.Pool, in.Req.SharingKey)
+	for _, f := range []lb.Family{lb.IPv4, lb.IPv6} {
+		if a, ok := in.Requested[f]; ok {
+			b.WriteString(a.String() + ",")
+		}
+	}
+	for _, p := range in.Req.Ports {
+		fmt.Fprintf(&b, "|%d/%d", p.Port, p.Protocol)
+	}
+	return intentKey(b.String())
+}
+
+// sortServices orders oldest first (then by key): when two Services claim
+// one address, the older keeps it.
+func sortServices(svcs []corev1.Service) {
+	sort.Slice(svcs, func(i, j int) bool {
+		ti, tj := svcs[i].CreationTimestamp, svcs[j].CreationTimestamp
+		if !ti.Equal(&tj) {
+			return ti.Before(&tj)
+		}
+		if svcs[i].Namespace != svcs[j].Namespace {
+			return svcs[i].Namespace < svcs[j].Namespace
+		}
+		return svcs[i].Name < svcs[j].Name
+	})
+}
+
+func hasFam(ips []netip.Addr, f lb.Family) bool {
+	for _, a := range ips {
+		if familyOf(a) == f {
+			return true
+		}
+	}
+	return false
+}
+
+// reconcileService brings one Service's addresses and status to what it
+// asks for. The allocator is the truth for what a Service holds; the
+// informer cache may lag our own writes.
+func (c *Controller) reconcileService(t *term, key string) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil
+	}
+	svc, err := c.services.Services(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		t.mu.Lock()
+		held := t.alloc.IPs(key)
+		t.mu.Unlock()
+		if len(held) == 0 {
+			t.forget(key)
+			return nil
+		}
+		// Never free an address on the word of a cache that may lag: ask.
+		svc, err = c.cs.CoreV1().Services(ns).Get(t.ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			t.mu.Lock()
+			t.alloc.ReleaseAll(key)
+			t.mu.Unlock()
+			t.forget(key)
+			c.m.allocations.WithLabelValues("released").Add(float64(len(held)))
+			c.kickPending(t, key)
+			return nil
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if !c.opts.ours(svc) {
+		return c.dropService(t, svc, key)
+	}
+	in, perr := parseIntent(svc)
+	if perr != nil {
+		// Keep whatever it holds: a typo must not cost a working address.
+		t.mu.Lock()
+		t.pending[key] = perr.Error()
+		c.m.pending.Set(float64(len(t.pending)))
+		t.mu.Unlock()
+		c.warn(t, svc, key, ReasonFailed, perr.Error())
+		return nil
+	}
+
+	t.mu.Lock()
+	held := t.alloc.IPs(key)
+	start := held
+	var notes, failures []string
+	released := false
+	ik := keyOfIntent(in)
+	if len(held) == 0 {
+		// Adopt what the status says (a Service the adoption pass did not
+		// see, e.g. created just before this term).
+		for _, ip := range ingressIPs(svc) {
+			if err := t.alloc.Assign(key, ip, in.Req); err != nil {
+				notes = append(notes, fmt.Sprintf("cannot keep %s from status: %v", ip, err))
+			}
+		}
+		start = t.alloc.IPs(key) // adopted, not newly assigned: no event
+	} else {
+		// An address whose pool is gone (IPPool deleted or shrunk) moves.
+		for _, ip := range held {
+			if _, ok := t.alloc.PoolOf(ip); !ok {
+				notes = append(notes, fmt.Sprintf("releasing %s: it is no longer in any IPPool", ip))
+				t.alloc.Release(key, ip)
+				released = true
+			}
+		}
+	}
+	held = t.alloc.IPs(key)
+	if prev, ok := t.reqs[key]; len(held) > 0 && (!ok || prev != ik) {
+		// The request changed: keep each address only if it still fits.
+		for _, ip := range held {
+			f := familyOf(ip)
+			want := hasFamily(in.Families, f)
+			if r, ok := in.Requested[f]; ok && r != ip {
+				want = false
+			}
+			if want {
+				if err := t.alloc.Assign(key, ip, in.Req); err != nil {
+					notes = append(notes, fmt.Sprintf("releasing %s: %v", ip, err))
+					want = false
+				}
+			}
+			if !want {
+				t.alloc.Release(key, ip)
+				released = true
+			}
+		}
+	}
+	t.reqs[key] = ik
+	before := t.alloc.IPs(key)
+	for _, f := range in.Families {
+		if hasFam(before, f) {
+			continue
+		}
+		var err error
+		if r, ok := in.Requested[f]; ok {
+			err = t.alloc.Assign(key, r, in.Req)
+		} else {
+			_, err = t.alloc.Allocate(key, f, in.Req)
+		}
+		if err != nil {
+			failures = append(failures, fmt.Sprintf("%s: %v", f, err))
+		}
+	}
+	after := t.alloc.IPs(key)
+	if len(failures) > 0 {
+		// Kept in the pending set even when partly served (PreferDualStack):
+		// it is retried as soon as any address frees.
+		t.pending[key] = strings.Join(failures, "; ")
+		c.m.allocations.WithLabelValues("failed").Add(float64(len(failures)))
+	} else {
+		delete(t.pending, key)
+	}
+	c.m.pending.Set(float64(len(t.pending)))
+	added := diffAddrs(after, start)
+	pools := t.pools.Valid
+	t.mu.Unlock()
+
+	if released {
+		c.kickPending(t, key)
+	}
+	for _, ip := range added {
+		c.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonAllocated, "Assigned IP %s from pool %q", ip, poolOf(pools, ip))
+		c.m.allocations.WithLabelValues("assigned").Inc()
+	}
+	for _, ip := range diffAddrs(start, after) {
+		c.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonReleased, "Released IP %s", ip)
+	}
+	if len(notes) > 0 || len(failures) > 0 {
+		c.warn(t, svc, key, ReasonFailed, strings.Join(append(notes, failures...), "; "))
+	} else {
+		t.clearWarn(key)
+	}
+	if len(added) > 0 || released {
+		t.poolQ.AddAfter(keyStatus, 300*time.Millisecond)
+	}
+	return c.writeIngress(t.ctx, svc, after)
+}
+
+// dropService releases a Service that is no longer ours (type or class
+// changed) and removes our addresses from its status.
+func (c *Controller) dropService(t *term, svc *corev1.Service, key string) error {
+	t.mu.Lock()
+	held := t.alloc.IPs(key)
+	t.alloc.ReleaseAll(key)
+	t.mu.Unlock()
+	t.forget(key)
+	if len(held) == 0 {
+		return nil
+	}
+	c.m.allocations.WithLabelValues("released").Add(float64(len(held)))
+	c.kickPending(t, key)
+	t.poolQ.AddAfter(keyStatus, 300*time.Millisecond)
+	var keep []netip.Addr
+	for _, ip := range ingressIPs(svc) {
+		if !containsAddr(held, ip) {
+			keep = append(keep, ip)
+		}
+	}
+	c.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonReleased, "Released %v: the Service is no longer a LoadBalancer of class %q", held, c.opts.Class)
+	return c.writeIngress(t.ctx, svc, keep)
+}
+
+func (t *term) forget(key string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.pending, key)
+	delete(t.reqs, key)
+	delete(t.warned, key)
+}
+
+func (t *term) clearWarn(key string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.warned, key)
+}
+
+// kickPending re-queues every Service waiting for an address.
+func (c *Controller) kickPending(t *term, except string) {
+	t.mu.Lock()
+	keys := make([]string, 0, len(t.pending))
+	for k := range t.pending {
+		if k != except {
+			keys = append(keys, k)
+		}
+	}
+	t.mu.Unlock()
+	for _, k := range keys {
+		t.svcQ.Add(k)
+	}
+}
+
+// warn sends a Warning Event unless the same message was the last one sent
+// for this object in this term.
+func (c *Controller) warn(t *term, obj runtime.Object, key, reason, msg string) {
+	t.mu.Lock()
+	same := t.warned[key] == msg
+	t.warned[key] = msg
+	t.mu.Unlock()
+	if !same {
+		c.recorder.Event(obj, corev1.EventTypeWarning, reason, msg)
+	}
+}
+
+func (c *Controller) writeIngress(ctx context.Context, svc *corev1.Service, ips []netip.Addr) error {
+	cur := ingressIPs(svc)
+	if len(cur) == len(ips) && len(svc.Status.LoadBalancer.Ingress) == len(ips) {
+		same := true
+		for i := range ips {
+			same = same && cur[i] == ips[i]
+		}
+		if same {
+			return nil
+		}
+	}
+	cp := svc.DeepCopy()
+	cp.Status.LoadBalancer.Ingress = nil
+	vip := corev1.LoadBalancerIPModeVIP
+	for _, ip := range ips {
+		cp.Status.LoadBalancer.Ingress = append(cp.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip.String(), IPMode: &vip})
+	}
+	_, err := c.cs.CoreV1().Services(svc.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{FieldManager: "edgelb"})
+	if err != nil {
+		return fmt.Errorf("update status of %s/%s: %w", svc.Namespace, svc.Name, err)
+	}
+	return nil
+}
+
+func diffAddrs(a, b []netip.Addr) []netip.Addr {
+	var out []netip.Addr
+	for _, x := range a {
+		if !containsAddr(b, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func containsAddr(s []netip.Addr, a netip.Addr) bool {
+	for _, x := range s {
+		if x == a {
+			return true
+		}
+	}
+	return false
+}
+
+func poolOf(pools []lb.Pool, ip netip.Addr) string {
+	for i := range pools {
+		if pools[i].Contains(ip) {
+			return pools[i].Name
+		}
+	}
+	return ""
+}
+
+// syncPools revalidates every IPPool; a bad one gets a Warning quoting
+// the value and is not used, the others are unaffected.
+func (c *Controller) syncPools(t *term) {
+	ps := c.currentPools()
+	t.mu.Lock()
+	changed := fmt.Sprint(poolsFingerprint(t.pools.Valid)) != fmt.Sprint(poolsFingerprint(ps.Valid))
+	t.pools = ps
+	var orphans []lb.Orphan
+	if changed {
+		var err error
+		if orphans, err = t.alloc.ReplacePools(ps.Valid); err != nil {
+			c.opts.Logger.Error("set pools", "err", err)
+		}
+	}
+	t.mu.Unlock()
+	for _, o := range orphans {
+		c.opts.Logger.Info("address left its pool; moving the Service", "service", o.Service, "ip", o.IP, "pool", o.Pool)
+	}
+	for name, err := range ps.Rejected {
+		if o, ok, _ := c.poolInf.GetStore().GetByKey(name); ok {
+			c.warn(t, o.(runtime.Object), "ippool/"+name, ReasonBadPool, fmt.Sprintf("IPPool %q is not used: %v", name, err))
+		}
+	}
+	for _, p := range ps.Valid {
+		t.clearWarn("ippool/" + p.Name)
+	}
+	if changed {
+		for _, k := range c.svcInf.GetStore().ListKeys() {
+			t.svcQ.Add(k)
+		}
+	}
+	t.poolQ.Add(keyStatus)
+}
+
+func poolsFingerprint(ps []lb.Pool) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = fmt.Sprintf("%s %v %v %v %+v", p.Name, p.RangeStrings(), p.AutoAssign, p.AvoidBuggyIPs, p.Advertisement)
+	}
+	return out
+}
+
+// writePoolStatus writes size, used and the Valid condition of each IPPool
+// (only when they differ) and updates the pool metrics.
+func (c *Controller) writePoolStatus(t *term) error {
+	t.mu.Lock()
+	ps := t.pools
+	used := map[string]int{}
+	for _, p := range ps.Valid {
+		used[p.Name] = t.alloc.Used(p.Name)
+	}
+	t.mu.Unlock()
+	var firstErr error
+	for _, o := range c.poolInf.GetStore().List() {
+		u, ok := o.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		name := u.GetName()
+		var size int64
+		cond := map[string]any{"type": "Valid", "status": "True", "reason": "Accepted", "message": ""}
+		if err, bad := ps.Rejected[name]; bad {
+			cond["status"], cond["reason"], cond["message"] = "False", ReasonBadPool, err.Error()
+		}
+		if p, err := poolFromObject(u); err == nil {
+			size = poolSize(&p)
+		}
+		c.m.poolSize.WithLabelValues(name).Set(float64(size))
+		c.m.poolUsed.WithLabelValues(name).Set(float64(used[name]))
+		curSize, _, _ := unstructured.NestedInt64(u.Object, "status", "size")
+		curUsed, _, _ := unstructured.NestedInt64(u.Object, "status", "used")
+		curConds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		var cur map[string]any
+		if len(curConds) > 0 {
+			cur, _ = curConds[0].(map[string]any)
+		}
+		sameCond := cur != nil && cur["status"] == cond["status"] && fmt.Sprint(cur["message"]) == cond["message"]
+		_, hasSize, _ := unstructured.NestedInt64(u.Object, "status", "size")
+		if hasSize && curSize == size && curUsed == int64(used[name]) && sameCond {
+			continue
+		}
+		if sameCond {
+			cond["lastTransitionTime"] = cur["lastTransitionTime"]
+		} else {
+			cond["lastTransitionTime"] = time.Now().UTC().Format(time.RFC3339)
+		}
+		cp := u.DeepCopy()
+		cp.Object["status"] = map[string]any{
+			"size": size, "used": int64(used[name]), "observedGeneration": u.GetGeneration(),
+			"conditions": []any{cond},
+		}
+		if _, err := c.dyn.Resource(IPPoolGVR).UpdateStatus(t.ctx, cp, metav1.UpdateOptions{FieldManager: "edgelb"}); err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("update status of IPPool %s: %w", name, err)
+		}
+	}
+	return firstErr
+}
