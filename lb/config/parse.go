@@ -1,0 +1,228 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// MaxSize bounds a config file (and any file it points at).
+const MaxSize = 4 << 20
+
+// env is what parsing needs from the outside world: where relative paths
+// start and how files are read (tests and the fuzzer use a fake).
+type env struct {
+	dir      string
+	readFile func(path string) ([]byte, error)
+}
+
+// Load reads and parses the config file at path. Relative paths inside it
+// (tokenFile, passwordFile, tls, state.dir...) are relative to the file's
+// directory. A bad config returns *Errors with every problem.
+func Load(path string) (*Config, error) {
+	data, err := readRegular(path)
+	if err != nil {
+		return nil, fmt.Errorf("load config: %w", err)
+	}
+	cfg, err := parse(data, env{dir: filepath.Dir(path), readFile: readRegular})
+	var errs *Errors
+	if errors.As(err, &errs) {
+		errs.Source = path
+	}
+	return cfg, err
+}
+
+// Parse parses a config held in memory; relative paths are relative to the
+// working directory.
+func Parse(data []byte) (*Config, error) {
+	return parse(data, env{readFile: readRegular})
+}
+
+// readRegular reads a regular file of at most MaxSize bytes. Devices, FIFOs
+// and directories are refused before opening, so a path like /dev/zero or
+// a pipe cannot hang or exhaust `edgelb check`.
+func readRegular(path string) ([]byte, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxSize {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, MaxSize)
+	}
+	return b, nil
+}
+
+func parse(data []byte, e env) (*Config, error) {
+	var c collector
+	if len(data) > MaxSize {
+		c.add("yaml", "", "config larger than %d bytes", MaxSize)
+		return nil, c.err("")
+	}
+	j, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		c.addErr("yaml", "", errors.New(yamlMessage(err)))
+		return nil, c.err("")
+	}
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(j))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil && err != io.EOF {
+		c.add("yaml", "", "%v", err)
+		return nil, c.err("")
+	}
+	var raw rawConfig
+	switch v.(type) {
+	case nil: // an empty file is a valid config of defaults
+	case map[string]any:
+		decodeValue(v, reflect.ValueOf(&raw).Elem(), "", &c)
+	default:
+		c.add("config", render(v), "want a mapping of sections (pools:, services:, ...) at the top level, got %s", kindOf(v))
+		return nil, c.err("")
+	}
+	cfg := convert(&raw, e, &c)
+	cfg.validate(&c)
+	if err := c.err(""); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// yamlMessage drops the layers of prefixes sigs.k8s.io/yaml adds.
+func yamlMessage(err error) string {
+	s := err.Error()
+	for _, p := range []string{"error converting YAML to JSON: ", "yaml: "} {
+		s = strings.TrimPrefix(s, p)
+	}
+	// Some messages span lines ("unmarshal errors:\n  line 2: ..."): one line each.
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, ":\n", ": ")), " ")
+}
+
+func convert(r *rawConfig, e env, c *collector) *Config {
+	cfg := &Config{}
+	// The dataplane first: its snat default decides services' default method.
+	cfg.Dataplane = convertDataplane(&r.Dataplane, c)
+	for i := range r.Pools {
+		cfg.Pools = append(cfg.Pools, convertPool(&r.Pools[i], index("pools", i), c))
+	}
+	for i := range r.Services {
+		cfg.Services = append(cfg.Services, convertService(&r.Services[i], index("services", i), cfg.Dataplane.SNAT, c))
+	}
+	cfg.Announce = convertAnnounce(&r.Announce, e, c)
+	cfg.API = convertAPI(&r.API, e, c)
+	cfg.Kubernetes = convertKubernetes(&r.Kubernetes, e, c)
+	cfg.State = State{Dir: DefaultStateDir}
+	if r.State.Dir != "" {
+		cfg.State.Dir = e.path(r.State.Dir)
+	}
+	cfg.Health = Health{AllDown: AllDownKeep, MaxInFlight: DefaultHealthInFlight}
+	if r.Health.AllDown != "" {
+		cfg.Health.AllDown = AllDownPolicy(r.Health.AllDown)
+	}
+	if r.Health.MaxInFlight != 0 {
+		cfg.Health.MaxInFlight = intIn(c, "health.maxInFlight", r.Health.MaxInFlight, 1, 100000)
+	}
+	cfg.Log = convertLog(&r.Log, c)
+	return cfg
+}
+
+// path resolves a file name against the config file's directory.
+func (e env) path(p string) string {
+	if p == "" || filepath.IsAbs(p) || e.dir == "" {
+		return p
+	}
+	return filepath.Join(e.dir, p)
+}
+
+// secretFile reads a file holding one secret (token, password, key):
+// surrounding whitespace trimmed, empty refused.
+func (e env) secretFile(c *collector, field, p string) (string, string) {
+	full := e.path(p)
+	b, err := e.readFile(full)
+	if err != nil {
+		c.add(field, p, "cannot read: %v", err)
+		return full, ""
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		c.add(field, p, "file is empty")
+	}
+	return full, s
+}
+
+// parseDuration parses a Go duration; def when empty; negative refused.
+func parseDuration(c *collector, field string, d duration, def time.Duration) time.Duration {
+	if d == "" {
+		return def
+	}
+	v, err := time.ParseDuration(string(d))
+	if err != nil {
+		c.add(field, string(d), "want a duration like \"10s\", \"500ms\" or \"3h\"")
+		return def
+	}
+	if v < 0 {
+		c.add(field, string(d), "must not be negative")
+		return def
+	}
+	return v
+}
+
+// intIn range-checks an integer, reporting and clamping to lo when outside.
+func intIn(c *collector, field string, v, lo, hi int64) int {
+	if v < lo || v > hi {
+		c.add(field, fmt.Sprint(v), "out of range %d-%d", lo, hi)
+		return int(lo)
+	}
+	return int(v)
+}
+
+func port16(c *collector, field string, v int64, lo int64) uint16 {
+	if v == 0 && lo == 0 {
+		return 0
+	}
+	if v < lo || v > 65535 {
+		c.add(field, fmt.Sprint(v), "port out of range %d-65535", lo)
+		return 0
+	}
+	return uint16(v)
+}
+
+func convertLog(r *rawLog, c *collector) Log {
+	l := Log{Format: "text"}
+	switch strings.ToLower(r.Level) {
+	case "", "info":
+	case "debug":
+		l.Level = slog.LevelDebug
+	case "warn", "warning":
+		l.Level = slog.LevelWarn
+	case "error":
+		l.Level = slog.LevelError
+	default:
+		c.add("log.level", r.Level, "want debug, info, warn or error")
+	}
+	if r.Format != "" {
+		l.Format = r.Format
+	}
+	return l
+}
