@@ -1,0 +1,88 @@
+package webui
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/edgelb/edgelb/lb"
+)
+
+// APIError is every error body the API sends:
+// {"error": "...", "field": "addresses[0]", "value": "192.0.2.0/33"}.
+type APIError struct {
+	Status  int    `json:"-"`
+	Message string `json:"error"`
+	Field   string `json:"field,omitempty"`
+	Value   string `json:"value,omitempty"`
+}
+
+func (e *APIError) Error() string { return e.Message }
+
+func apiErr(status int, msg string) *APIError { return &APIError{Status: status, Message: msg} }
+
+// toAPIError maps typed errors to statuses: bad input 400, unknown name
+// 404, clashes with current state 409; anything else is ours (500) and its
+// text is logged, not sent.
+func toAPIError(err error, log *slog.Logger) *APIError {
+	var ae *APIError
+	var fe *lb.FieldError
+	var ce *lb.ConflictError
+	var he *echo.HTTPError
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.As(err, &fe):
+		return &APIError{Status: http.StatusBadRequest, Message: fe.Error(), Field: fe.Field, Value: fe.Value}
+	case errors.As(err, &ce):
+		return &APIError{Status: http.StatusConflict, Message: ce.Reason, Field: ce.Field, Value: ce.Value}
+	case errors.Is(err, lb.ErrNotFound):
+		return &APIError{Status: http.StatusNotFound, Message: err.Error()}
+	case errors.Is(err, lb.ErrConflict), errors.Is(err, lb.ErrExhausted):
+		return &APIError{Status: http.StatusConflict, Message: err.Error()}
+	case errors.As(err, &mbe):
+		return &APIError{Status: http.StatusRequestEntityTooLarge, Message: "request body larger than the limit",
+			Value: formatInt(mbe.Limit)}
+	case errors.As(err, &he):
+		msg := http.StatusText(he.Code)
+		if s, ok := he.Message.(string); ok {
+			msg = s
+		}
+		return &APIError{Status: he.Code, Message: msg}
+	}
+	log.Error("api: internal error", "err", err)
+	return &APIError{Status: http.StatusInternalServerError, Message: "internal error (see the edgelb log)"}
+}
+
+// errorHandler is echo's single exit for errors: one JSON shape everywhere.
+func (s *Server) errorHandler(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	ae := toAPIError(err, s.log)
+	r := c.Request()
+	switch {
+	case errors.Is(err, echo.ErrNotFound):
+		ae.Message = "no such endpoint: " + r.Method + " " + r.URL.Path + " (see /api/v1/openapi.json)"
+	case errors.Is(err, echo.ErrMethodNotAllowed):
+		ae.Message = r.Method + " is not allowed on " + r.URL.Path + " (see /api/v1/openapi.json)"
+	}
+	h := c.Response().Header()
+	if ae.Status == http.StatusUnauthorized {
+		// RFC 6750: tell the client which scheme to use.
+		h.Set("WWW-Authenticate", `Bearer realm="edgelb"`)
+	}
+	body, merr := marshal(ae)
+	if merr != nil {
+		body = []byte(`{"error":"internal error"}`)
+	}
+	h.Set("Cache-Control", "no-store")
+	if r.Method == http.MethodHead {
+		_ = c.NoContent(ae.Status)
+		return
+	}
+	_ = c.Blob(ae.Status, "application/json", body)
+}

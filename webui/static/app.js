@@ -1,0 +1,373 @@
+// edgelb's page: plain JavaScript, no build step. It uses only the REST API
+// described in /api/v1/openapi.json: the live stream /api/v1/events for what
+// it shows, /api/v1/pools for the pool form. Data is always inserted as
+// text (never as HTML).
+'use strict';
+
+const TOKEN_KEY = 'edgelb-token';
+const MAX_FLOW_ROWS = 200;
+
+const state = {
+  pools: [], services: [], announce: [],
+  stats: new Map(),   // "frontend/proto" -> VIPStats
+  flows: new Map(),   // id -> Flow
+  flowsTotal: 0,
+  offset: 0,          // server clock minus ours, for ages
+  editing: null,      // pool name being edited
+};
+
+const $ = (sel) => document.querySelector(sel);
+
+function el(tag, attrs, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === 'class') e.className = v; else e.setAttribute(k, v === true ? '' : v);
+  }
+  for (const k of kids) {
+    if (k === undefined || k === null) continue;
+    e.append(k instanceof Node ? k : document.createTextNode(String(k)));
+  }
+  return e;
+}
+
+function fmtBytes(n) {
+  if (n < 1024) return n + ' B';
+  const u = ['KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
+  let i = -1;
+  do { n /= 1024; i++; } while (n >= 1024 && i < u.length - 1);
+  return n.toFixed(n < 10 ? 1 : 0) + ' ' + u[i];
+}
+
+function fmtAge(ms) {
+  const s = Math.max(0, Math.floor(ms / 1000));
+  if (s < 60) return s + 's';
+  if (s < 3600) return Math.floor(s / 60) + 'm' + String(s % 60).padStart(2, '0') + 's';
+  return Math.floor(s / 3600) + 'h' + String(Math.floor(s / 60) % 60).padStart(2, '0') + 'm';
+}
+
+function hostPort(addr, port) {
+  return (addr.includes(':') ? '[' + addr + ']' : addr) + ':' + port;
+}
+
+function num(v) { return el('td', { class: 'num' }, v); }
+
+// ---- live stream ----
+
+function connect() {
+  const es = new EventSource('/api/v1/events');
+  const conn = $('#conn');
+  const sync = (d) => { if (d.time) state.offset = Date.parse(d.time) - Date.now(); };
+  es.onopen = () => { conn.textContent = 'live'; conn.className = 'conn live'; };
+  es.onerror = () => { conn.textContent = 'disconnected, retrying…'; conn.className = 'conn down'; };
+  es.addEventListener('snapshot', (ev) => {
+    const d = JSON.parse(ev.data);
+    sync(d);
+    state.pools = d.pools || []; state.services = d.services || []; state.announce = d.announce || [];
+    state.stats = new Map((d.stats || []).map((s) => [s.frontend + '/' + s.protocol, s]));
+    state.flows = new Map((d.flows || []).map((f) => [f.id, f]));
+    state.flowsTotal = d.flowsTotal;
+    schedule();
+  });
+  es.addEventListener('delta', (ev) => {
+    const d = JSON.parse(ev.data);
+    sync(d);
+    for (const f of d.new || []) state.flows.set(f.id, f);
+    for (const f of d.update || []) state.flows.set(f.id, f);
+    for (const id of d.destroy || []) state.flows.delete(id);
+    for (const s of d.stats || []) state.stats.set(s.frontend + '/' + s.protocol, s);
+    state.flowsTotal = d.flowsTotal;
+    // Keep memory bounded however long the tab stays open.
+    if (state.flows.size > 4 * MAX_FLOW_ROWS) {
+      const keep = [...state.flows.values()].sort(newestFirst).slice(0, 2 * MAX_FLOW_ROWS);
+      state.flows = new Map(keep.map((f) => [f.id, f]));
+    }
+    schedule();
+  });
+  for (const kind of ['pools', 'services', 'announce']) {
+    es.addEventListener(kind, (ev) => { state[kind] = JSON.parse(ev.data) || []; schedule(); });
+  }
+}
+
+const newestFirst = (a, b) => (Date.parse(b.start) - Date.parse(a.start)) || (b.id - a.id);
+
+let pending = false;
+function schedule() {
+  if (pending) return;
+  pending = true;
+  setTimeout(() => { pending = false; render(); }, 200);
+}
+
+// ---- rendering ----
+
+function render() {
+  renderVIPs();
+  renderFlows();
+  renderPools();
+  renderServices();
+  renderAnnounce();
+  renderSummary();
+}
+
+let lastSummary = 0;
+function renderSummary() {
+  // A polite live region, updated at most every 10 s so screen readers are not flooded.
+  if (Date.now() - lastSummary < 10000 && $('#summary').textContent) return;
+  lastSummary = Date.now();
+  let cur = 0;
+  for (const s of state.stats.values()) cur += s.current;
+  $('#summary').textContent = `${state.stats.size} frontends · ${cur} live connections · ${state.pools.length} pools`;
+}
+
+// vipTables joins the configured services (names, weights) with the
+// server's aggregates (counters): one table per frontend and protocol.
+function vipTables() {
+  const tables = new Map();
+  const get = (frontend, proto) => {
+    const k = frontend + '/' + proto;
+    if (!tables.has(k)) tables.set(k, { key: k, frontend, proto, names: [], rows: new Map(), stats: state.stats.get(k) });
+    return tables.get(k);
+  };
+  for (const svc of state.services) {
+    const sp = svc.spec;
+    for (const vip of svc.assigned || []) {
+      for (const p of sp.ports || []) {
+        const t = get(hostPort(vip, p.port), (p.protocol || 'TCP').toUpperCase());
+        t.names.push(sp.name + (sp.scheduler ? ' · ' + sp.scheduler : ''));
+        for (const b of sp.backends || []) {
+          const addr = hostPort(b.address, b.port || p.targetPort || p.port);
+          const w = b.weight === undefined ? 1 : b.weight;
+          t.rows.set(addr, { backend: addr, weight: w, state: w > 0 ? 'active' : 'drain' });
+        }
+      }
+    }
+  }
+  for (const s of state.stats.values()) {
+    const t = get(s.frontend, s.protocol);
+    for (const b of s.backends) {
+      if (!t.rows.has(b.backend)) {
+        // Seen in traffic but not configured (e.g. a removed backend still draining).
+        if (b.current === 0) continue;
+        t.rows.set(b.backend, { backend: b.backend, weight: '', state: 'unknown' });
+      }
+    }
+  }
+  return [...tables.values()].sort((a, b) => a.key.localeCompare(b.key));
+}
+
+function renderVIPs() {
+  const box = $('#vip-tables');
+  const tables = vipTables();
+  if (tables.length === 0) {
+    box.replaceChildren(el('p', { class: 'empty' }, 'No virtual services yet.'));
+    return;
+  }
+  const out = [];
+  for (const t of tables) {
+    const byBackend = new Map(((t.stats && t.stats.backends) || []).map((b) => [b.backend, b]));
+    const body = el('tbody');
+    for (const r of [...t.rows.values()].sort((a, b) => a.backend.localeCompare(b.backend))) {
+      const c = byBackend.get(r.backend) || { current: 0, total: 0, bytesIn: 0, bytesOut: 0 };
+      body.append(el('tr', { 'data-backend': r.backend },
+        el('th', { scope: 'row' }, r.backend), num(r.weight),
+        el('td', { class: 'state-' + r.state }, r.state),
+        num(c.current), num(c.total), num(fmtBytes(c.bytesIn)), num(fmtBytes(c.bytesOut))));
+    }
+    const s = t.stats || { current: 0, total: 0, bytesIn: 0, bytesOut: 0 };
+    const id = 'vip-' + t.key.replace(/[^a-zA-Z0-9]/g, '_');
+    out.push(el('table', { class: 'vip', id, 'data-frontend': t.frontend, 'data-protocol': t.proto },
+      el('caption', {}, t.frontend + ' ' + t.proto, el('span', { class: 'name' }, t.names.join(', ') || 'not configured here')),
+      el('thead', {}, el('tr', {},
+        el('th', { scope: 'col' }, 'Backend'), el('th', { scope: 'col', class: 'num' }, 'Weight'),
+        el('th', { scope: 'col' }, 'State'), el('th', { scope: 'col', class: 'num' }, 'Current conns'),
+        el('th', { scope: 'col', class: 'num' }, 'Total conns'), el('th', { scope: 'col', class: 'num' }, 'Bytes in'),
+        el('th', { scope: 'col', class: 'num' }, 'Bytes out'))),
+      body,
+      el('tfoot', {}, el('tr', {}, el('th', { scope: 'row' }, 'Frontend'), el('td'), el('td'),
+        num(s.current), num(s.total), num(fmtBytes(s.bytesIn)), num(fmtBytes(s.bytesOut))))));
+  }
+  box.replaceChildren(...out);
+}
+
+function renderFlows() {
+  const now = Date.now() + state.offset;
+  const flows = [...state.flows.values()].sort(newestFirst).slice(0, MAX_FLOW_ROWS);
+  const rows = flows.map((f) => el('tr', { 'data-flow': f.id },
+    el('td', {}, f.client), el('td', {}, f.frontend), el('td', {}, f.backend), el('td', {}, f.protocol),
+    el('td', {}, f.state || '—'), num(fmtAge(now - Date.parse(f.start))),
+    num(fmtBytes(f.bytesIn)), num(fmtBytes(f.bytesOut))));
+  if (rows.length === 0) rows.push(el('tr', {}, el('td', { colspan: 8, class: 'empty' }, 'No live connections.')));
+  $('#flow-table tbody').replaceChildren(...rows);
+  $('#flow-count').textContent = state.flowsTotal > flows.length
+    ? `(newest ${flows.length} of ${state.flowsTotal})` : `(${state.flowsTotal})`;
+}
+
+function renderPools() {
+  const rows = state.pools.map((p) => {
+    const s = p.spec;
+    const edit = el('button', { type: 'button', 'aria-label': 'Edit pool ' + s.name }, 'Edit');
+    edit.addEventListener('click', () => startEdit(s));
+    const del = el('button', { type: 'button', 'aria-label': 'Delete pool ' + s.name }, 'Delete');
+    del.addEventListener('click', () => deletePool(s.name));
+    return el('tr', { 'data-pool': s.name },
+      el('th', { scope: 'row' }, s.name), el('td', {}, (s.addresses || []).join(', ')),
+      el('td', {}, el('meter', { min: 0, max: Math.max(p.size, 1), value: p.used, 'aria-label': 'usage of ' + s.name }),
+        ' ' + p.used + ' / ' + p.size),
+      el('td', {}, s.autoAssign ? 'yes' : 'no'), el('td', {}, s.avoidBuggyIPs ? 'yes' : 'no'),
+      el('td', {}, edit, ' ', del));
+  });
+  if (rows.length === 0) rows.push(el('tr', {}, el('td', { colspan: 6, class: 'empty' }, 'No pools.')));
+  $('#pool-table tbody').replaceChildren(...rows);
+}
+
+function renderServices() {
+  const rows = state.services.map((s) => {
+    const sp = s.spec;
+    return el('tr', { 'data-service': sp.name },
+      el('th', { scope: 'row' }, sp.name),
+      el('td', {}, (s.assigned || []).join(', ') || ('pending' + (s.pending ? ': ' + s.pending : ''))),
+      el('td', {}, (sp.ports || []).map((p) => p.port + '/' + (p.protocol || 'TCP') +
+        (p.targetPort ? '→' + p.targetPort : '') + (p.nodePort ? ' (node ' + p.nodePort + ')' : '')).join(', ')),
+      el('td', {}, (sp.backends || []).map((b) => hostPort(b.address, b.port || '*') +
+        ' w' + (b.weight === undefined ? 1 : b.weight)).join(', ')),
+      el('td', {}, sp.scheduler || 'wrr'), el('td', {}, sp.pool || 'auto'));
+  });
+  if (rows.length === 0) rows.push(el('tr', {}, el('td', { colspan: 6, class: 'empty' }, 'No services.')));
+  $('#service-table tbody').replaceChildren(...rows);
+}
+
+function renderAnnounce() {
+  const bgp = [], l2 = [];
+  for (const a of state.announce) {
+    if (a.kind === 'bgp') {
+      for (const p of a.peers || []) {
+        bgp.push(el('tr', {}, el('th', { scope: 'row' }, p.name), el('td', {}, p.address),
+          el('td', { class: 'state-' + p.state }, p.state), el('td', {}, p.detail || '')));
+      }
+    } else {
+      l2.push(el('tr', {}, el('th', { scope: 'row' }, a.kind), el('td', {}, (a.owned || []).join(', ') || 'none'),
+        el('td', {}, (a.peers || []).map((p) => p.name + ' ' + p.address + ' (' + p.state + ')').join(', '))));
+    }
+  }
+  if (bgp.length === 0) bgp.push(el('tr', {}, el('td', { colspan: 4, class: 'empty' }, 'No BGP sessions.')));
+  if (l2.length === 0) l2.push(el('tr', {}, el('td', { colspan: 3, class: 'empty' }, 'No L2 announcer.')));
+  $('#bgp-table tbody').replaceChildren(...bgp);
+  $('#l2-table tbody').replaceChildren(...l2);
+}
+
+// ---- token and pool form ----
+
+function token() { return sessionStorage.getItem(TOKEN_KEY) || ''; }
+
+function showTokenState() {
+  $('#token-state').textContent = token() ? 'token set for this tab' : 'no token: read-only';
+}
+
+async function api(method, path, body) {
+  const headers = { 'Accept': 'application/json' };
+  if (token()) headers['Authorization'] = 'Bearer ' + token();
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  const resp = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body),
+    credentials: 'same-origin' });
+  let data = null;
+  if (resp.status !== 204) {
+    try { data = await resp.json(); } catch (e) { data = { error: 'HTTP ' + resp.status }; }
+  }
+  return { ok: resp.ok, status: resp.status, data };
+}
+
+function clearErrors() {
+  for (const e of document.querySelectorAll('#pool-form .error')) e.textContent = '';
+  for (const e of document.querySelectorAll('#pool-form [aria-invalid]')) e.removeAttribute('aria-invalid');
+  $('#pool-form-ok').textContent = '';
+}
+
+// showError puts the API's message beside the field it names
+// ("name", "addresses", "addresses[2]"); anything else goes under the form.
+function showError(err, status) {
+  const field = (err.field || '').split(/[.[]/)[0];
+  const msg = err.error + (err.value && !err.error.includes(err.value) ? ' (' + err.value + ')' : '');
+  const span = document.querySelector(`#pool-form .error[data-field="${CSS.escape(field)}"]`);
+  if (span) {
+    span.textContent = msg;
+    const input = $('#pool-form [name="' + field + '"]');
+    if (input) { input.setAttribute('aria-invalid', 'true'); input.focus(); }
+  } else {
+    $('#pool-form-error').textContent = msg + ' [HTTP ' + status + ']';
+  }
+}
+
+function readForm() {
+  return {
+    name: $('#pool-name').value.trim(),
+    addresses: $('#pool-addresses').value.split(/[\n,]+/).map((s) => s.trim()).filter((s) => s),
+    autoAssign: $('#pool-auto').checked,
+    avoidBuggyIPs: $('#pool-buggy').checked,
+  };
+}
+
+function resetForm() {
+  state.editing = null;
+  $('#pool-form').reset();
+  $('#pool-name').disabled = false;
+  $('#pool-form-title').textContent = 'Create a pool';
+  $('#pool-submit').textContent = 'Create pool';
+  $('#pool-cancel').hidden = true;
+}
+
+function startEdit(spec) {
+  clearErrors();
+  state.editing = spec.name;
+  $('#pool-name').value = spec.name;
+  $('#pool-name').disabled = true;
+  $('#pool-addresses').value = (spec.addresses || []).join('\n');
+  $('#pool-auto').checked = !!spec.autoAssign;
+  $('#pool-buggy').checked = !!spec.avoidBuggyIPs;
+  $('#pool-form-title').textContent = 'Edit pool ' + spec.name;
+  $('#pool-submit').textContent = 'Save pool';
+  $('#pool-cancel').hidden = false;
+  $('#pool-addresses').focus();
+}
+
+async function submitPool(ev) {
+  ev.preventDefault();
+  clearErrors();
+  const body = readForm();
+  // Advertisement settings are not on this form: keep the pool's own.
+  if (state.editing) {
+    const cur = state.pools.find((p) => p.spec.name === state.editing);
+    if (cur && cur.spec.advertisement) body.advertisement = cur.spec.advertisement;
+  }
+  const r = state.editing
+    ? await api('PUT', '/api/v1/pools/' + encodeURIComponent(state.editing), body)
+    : await api('POST', '/api/v1/pools', body);
+  if (!r.ok) { showError(r.data || { error: 'HTTP ' + r.status }, r.status); return; }
+  const verb = state.editing ? 'saved' : 'created';
+  resetForm();
+  $('#pool-form-ok').textContent = 'Pool ' + r.data.spec.name + ' ' + verb + '.';
+}
+
+async function deletePool(name) {
+  clearErrors();
+  if (!window.confirm('Delete pool ' + name + '?')) return;
+  const r = await api('DELETE', '/api/v1/pools/' + encodeURIComponent(name));
+  if (!r.ok) { $('#pool-form-error').textContent = 'Delete ' + name + ': ' + r.data.error + ' [HTTP ' + r.status + ']'; return; }
+  $('#pool-form-ok').textContent = 'Pool ' + name + ' deleted.';
+}
+
+document.addEventListener('DOMContentLoaded', () => {
+  $('#token-form').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const v = $('#token').value.trim();
+    if (v) sessionStorage.setItem(TOKEN_KEY, v); else sessionStorage.removeItem(TOKEN_KEY);
+    $('#token').value = '';
+    showTokenState();
+  });
+  $('#pool-form').addEventListener('submit', submitPool);
+  $('#pool-cancel').addEventListener('click', () => { clearErrors(); resetForm(); });
+  showTokenState();
+  render();
+  connect();
+  // Ages move even when nothing else does.
+  setInterval(renderFlows, 1000);
+});
