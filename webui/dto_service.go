@@ -285,4 +285,3 @@ func serviceStatusOf(s lb.ServiceStatus) ServiceStatus {
 	}
 	return out
 }
-

@@ -108,7 +108,7 @@ func newHub(cfg hubConfig) *hub {
 	return &hub{cfg: cfg, boot: hex.EncodeToString(b[:]),
 		flows: map[uint64]*flowEntry{}, destroyed: map[uint64]uint64{}, agg: newAggregates(),
 		pending: map[uint64]*pendingFlow{}, dirty: map[vipKey]struct{}{},
-		state: map[string][]byte{"pools": []byte("[]"), "services": []byte("[]"), "announce": []byte("[]")},
+		state:   map[string][]byte{"pools": []byte("[]"), "services": []byte("[]"), "announce": []byte("[]")},
 		clients: map[*client]struct{}{}}
 }
 
