@@ -35,6 +35,11 @@ func ParseRange(s string) (Range, error) {
 		if p.Masked() != p {
 			return Range{}, fmt.Errorf("invalid CIDR %q: host bits set (did you mean %s?)", s, p.Masked())
 		}
+		if p.Addr().Is4In6() {
+			// An IPv4-mapped IPv6 prefix is an IPv4 range (as in the
+			// first-last form); a masked one always has at least 96 bits.
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
 		return Range{First: p.Addr(), Last: lastOf(p)}, nil
 	}
 	first, last, ok := strings.Cut(in, "-")
@@ -53,10 +58,11 @@ func ParseRange(s string) (Range, error) {
 	if err != nil {
 		return Range{}, fmt.Errorf("invalid address range %q: last address: %w", s, err)
 	}
-	f, l = f.Unmap(), l.Unmap()
+	// Check zones before unmapping: Unmap drops the zone of ::ffff:a.b.c.d%eth0.
 	if f.Zone() != "" || l.Zone() != "" {
 		return Range{}, fmt.Errorf("invalid address range %q: zones are not allowed", s)
 	}
+	f, l = f.Unmap(), l.Unmap()
 	if f.Is4() != l.Is4() {
 		return Range{}, fmt.Errorf("invalid address range %q: mixes IPv4 and IPv6", s)
 	}
