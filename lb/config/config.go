@@ -77,6 +77,10 @@ type Members struct {
 	Name string
 	// Bind is where memberlist listens (TCP and UDP).
 	Bind netip.AddrPort
+	// Advertise is the address other members reach us at; invalid means
+	// memberlist's choice (the bind address, or the first address of the
+	// interface when bound to the unspecified address).
+	Advertise netip.AddrPort
 	// Join lists other members to contact at start.
 	Join          []netip.AddrPort
 	ProbeInterval time.Duration
@@ -204,6 +208,14 @@ type Kubernetes struct {
 	// NodeName is this gateway's Node (for externalTrafficPolicy: Local);
 	// "" means the host name.
 	NodeName string
+	// Scheduler and Method apply to every Kubernetes Service. Method is nat
+	// or nat-nosnat (Services map port → targetPort, which dr and tunnel
+	// cannot); its default follows dataplane.snat.
+	Scheduler proxy.Scheduler
+	Method    proxy.Method
+	// NodePortsOnLoadBalancers also serves a LoadBalancer Service's node
+	// ports on the gateway's addresses (type NodePort Services always are).
+	NodePortsOnLoadBalancers bool
 }
 
 // State is where standalone mode persists pools, services and assignments.
@@ -247,8 +259,8 @@ const (
 	DefaultLeaseName         = "edgelb"
 	DefaultLeaseNamespace    = "edgelb-system"
 	DefaultMembersPort       = 7946
-	DefaultProbeInterval     = 200 * time.Millisecond
-	DefaultProbeTimeout      = 100 * time.Millisecond
+	DefaultProbeInterval     = 80 * time.Millisecond // announce/l2's lab-measured tuning
+	DefaultProbeTimeout      = 40 * time.Millisecond
 	DefaultSuspicionMult     = 2
 	DefaultBGPPort           = 179
 	DefaultHoldTime          = 90 * time.Second

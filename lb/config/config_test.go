@@ -1,9 +1,16 @@
 package config
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/big"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -52,7 +59,7 @@ func TestDefaults(t *testing.T) {
 				SNAT: true, NodePortRange: PortRange{First: 30000, Last: 32767}, IPVSDevice: DefaultIPVSDevice, SetSysctls: true},
 			API: API{Listen: netip.MustParseAddrPort("127.0.0.1:8080")},
 			Kubernetes: Kubernetes{LoadBalancerClass: "edgelb.io/lb", LeaseName: "edgelb", LeaseNamespace: "edgelb-system",
-				BackendMode: BackendEndpoints},
+				BackendMode: BackendEndpoints, Scheduler: proxy.WeightedRoundRobin, Method: proxy.NAT},
 			State:  State{Dir: "/var/lib/edgelb"},
 			Health: Health{AllDown: AllDownKeep, MaxInFlight: 64},
 			Log:    Log{Format: "text"},
@@ -141,7 +148,7 @@ func TestExampleConfig(t *testing.T) {
 	if !a.WithdrawOnShutdown || a.L2 == nil || a.L2.Interface != "eth0" || a.L2.Members == nil ||
 		a.L2.Members.Bind != netip.MustParseAddrPort("192.0.2.11:7946") ||
 		!reflect.DeepEqual(a.L2.Members.Join, []netip.AddrPort{netip.MustParseAddrPort("192.0.2.12:7946"), netip.MustParseAddrPort("192.0.2.13:7946")}) ||
-		a.L2.Members.ProbeInterval != 200*time.Millisecond || a.L2.Members.SuspicionMult != 2 {
+		a.L2.Members.ProbeInterval != 80*time.Millisecond || a.L2.Members.SuspicionMult != 2 {
 		t.Errorf("announce.l2: %+v %+v", a.L2, a.L2.Members)
 	}
 	b := a.BGP
@@ -180,6 +187,26 @@ func TestExampleConfig(t *testing.T) {
 	if got := dr.NeedsIPVS(); !reflect.DeepEqual(got, []string{"video"}) {
 		t.Errorf("NeedsIPVS = %v", got)
 	}
+	// The commented kubernetes block, on its own, is valid.
+	var k8s []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(l, "# kubernetes:") || strings.HasPrefix(l, "#   ") && len(k8s) > 0 {
+			k8s = append(k8s, strings.TrimPrefix(l, "# "))
+		}
+	}
+	kc, err := parse([]byte(strings.Join(k8s, "\n")), env{readFile: fakeFiles(map[string]string{"/etc/edgelb/kubeconfig": "apiVersion: v1"})})
+	if err != nil || !kc.Kubernetes.Enabled || kc.Kubernetes.NodeName != "gw1" || len(k8s) < 8 {
+		t.Errorf("kubernetes block %q: %v", k8s, err)
+	}
+	// So is the commented tls line, with real PEM files behind it.
+	certPEM, keyPEM := selfSigned(t)
+	tlsYAML := strings.Replace(string(data), "  # tls: {", "  tls: {", 1)
+	tc, err := parse([]byte(tlsYAML), env{readFile: fakeFiles(map[string]string{"/etc/edgelb/token": "t",
+		"/etc/edgelb/tls.crt": certPEM, "/etc/edgelb/tls.key": keyPEM, "/etc/edgelb/clients.pem": certPEM})})
+	if err != nil || tc.API.TLS == nil || len(tc.API.TLS.Certificate.Certificate) != 1 || tc.API.TLS.ClientCAs == nil {
+		t.Errorf("tls: %v %+v", err, tc)
+	}
+
 	// ...and refused on nftables, naming the field.
 	nft := strings.Replace(strings.Join(lines, "\n"), "mode: auto ", "mode: nftables ", 1)
 	_, err = parse([]byte(nft), env{readFile: fakeFiles(map[string]string{"/etc/edgelb/token": "x"})})
@@ -370,4 +397,25 @@ log: {format: xml}
 	if !strings.HasPrefix(order[0], "pools[") || !strings.HasPrefix(order[len(order)-1], "log.") {
 		t.Errorf("order: %v", order)
 	}
+}
+
+// selfSigned returns a throwaway certificate and key in PEM.
+func selfSigned(t *testing.T) (string, string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "edgelb-test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kd, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
+		string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kd}))
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/edgelb/edgelb/proxy"
 	"github.com/edgelb/edgelb/proxy/hostcheck"
 )
 
@@ -76,6 +77,14 @@ func convertMembers(r *rawMembers, e env, c *collector) *Members {
 		}
 	}
 	m.Bind = netip.AddrPortFrom(bind, port)
+	if r.Advertise != "" {
+		const f = path + ".advertiseAddress"
+		if ap, err := netip.ParseAddrPort(r.Advertise); err == nil {
+			m.Advertise = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+		} else if a, ok := parseAddr(c, f, r.Advertise); ok {
+			m.Advertise = netip.AddrPortFrom(a, port)
+		}
+	}
 	for i, j := range r.Join {
 		f := index(path+".join", i)
 		if ap, err := netip.ParseAddrPort(j); err == nil {
@@ -223,10 +232,24 @@ func convertTLS(r *rawTLS, e env, c *collector) *TLS {
 	return t
 }
 
-func convertKubernetes(r *rawKubernetes, e env, c *collector) Kubernetes {
+func convertKubernetes(r *rawKubernetes, e env, snat bool, c *collector) Kubernetes {
 	k := Kubernetes{Enabled: r.Enabled, HandleClassless: r.HandleClassless, NodeName: r.NodeName,
 		LoadBalancerClass: DefaultLoadBalancerClass, LeaseName: DefaultLeaseName, LeaseNamespace: DefaultLeaseNamespace,
-		BackendMode: BackendEndpoints}
+		BackendMode: BackendEndpoints, NodePortsOnLoadBalancers: r.NodePortsOnLBs, Method: proxy.NAT}
+	var err error
+	if k.Scheduler, err = proxy.ParseScheduler(r.Scheduler); err != nil {
+		c.add("kubernetes.scheduler", r.Scheduler, "want one of rr, wrr, lc, wlc, sh, dh, sed, nq, mh")
+		k.Scheduler = proxy.DefaultScheduler
+	}
+	switch {
+	case r.Method != "":
+		if k.Method, err = proxy.ParseMethod(r.Method); err != nil {
+			c.add("kubernetes.method", r.Method, "want nat or nat-nosnat")
+			k.Method = proxy.NAT
+		}
+	case !snat:
+		k.Method = proxy.NATNoSNAT
+	}
 	if r.Kubeconfig != "" {
 		k.Kubeconfig = e.path(r.Kubeconfig)
 		if r.Enabled {

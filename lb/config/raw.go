@@ -94,6 +94,7 @@ type rawL2 struct {
 type rawMembers struct {
 	Name          string   `json:"name"`
 	BindAddress   string   `json:"bindAddress"`
+	Advertise     string   `json:"advertiseAddress"`
 	Port          int64    `json:"port"`
 	Join          []string `json:"join"`
 	ProbeInterval duration `json:"probeInterval"`
@@ -157,6 +158,9 @@ type rawKubernetes struct {
 	LeaseNamespace    string `json:"leaseNamespace"`
 	BackendMode       string `json:"backendMode"`
 	NodeName          string `json:"nodeName"`
+	Scheduler         string `json:"scheduler"`
+	Method            string `json:"method"`
+	NodePortsOnLBs    bool   `json:"nodePortsOnLoadBalancers"`
 }
 
 type rawState struct {

@@ -192,7 +192,7 @@ func (c *Config) validateServices(col *collector) {
 			col.add("services", "", "not allowed with kubernetes.enabled: services come from the API server")
 		}
 		if len(c.Pools) > 0 {
-			col.add("pools", "", "not allowed with kubernetes.enabled: pools are EdgeLBPool objects (kubectl apply them)")
+			col.add("pools", "", "not allowed with kubernetes.enabled: pools are IPPool objects (edgelb.io/v1alpha1; kubectl apply them)")
 		}
 	}
 	names := map[string]int{}

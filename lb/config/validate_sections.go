@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"strings"
 	"time"
+
+	"github.com/edgelb/edgelb/proxy"
 )
 
 func (c *Config) validateAnnounce(col *collector) {
@@ -41,6 +43,9 @@ func validateMembers(col *collector, m *Members) {
 	}
 	if m.Bind.Port() == 0 {
 		col.add(path+".port", "0", "port out of range 1-65535")
+	}
+	if a := m.Advertise; a.IsValid() && (a.Addr().IsUnspecified() || a.Addr().IsMulticast() || a.Port() == 0) {
+		col.add(path+".advertiseAddress", a.String(), "want an address other members can reach")
 	}
 	seen := map[netip.AddrPort]int{}
 	for i, j := range m.Join {
@@ -225,6 +230,12 @@ func (c *Config) validateKubernetes(col *collector) {
 	}
 	if !dnsLabel(k.LeaseNamespace) {
 		col.add("kubernetes.leaseNamespace", k.LeaseNamespace, "want a DNS label (lower-case letters, digits, '-'; at most 63)")
+	}
+	if _, err := proxy.ParseScheduler(string(k.Scheduler)); err != nil || k.Scheduler == "" {
+		col.add("kubernetes.scheduler", string(k.Scheduler), "want one of rr, wrr, lc, wlc, sh, dh, sed, nq, mh")
+	}
+	if k.Method != proxy.NAT && k.Method != proxy.NATNoSNAT {
+		col.add("kubernetes.method", string(k.Method), "want nat or nat-nosnat: Kubernetes Services map port to targetPort, which dr and tunnel cannot")
 	}
 	if k.NodeName != "" && !dnsSubdomain(k.NodeName) {
 		col.add("kubernetes.nodeName", k.NodeName, "want a Node name (a DNS subdomain)")
