@@ -302,7 +302,9 @@ func (a *Allocator) unshare(key string, ip netip.Addr) {
 // else from the auto-assign pools in name order. With a sharing key it
 // first joins an address already shared under that key (ports disjoint).
 // It is idempotent: when svc already holds an address of fam that
-// satisfies req, that address is returned (with req recorded). When none is
+// satisfies req (in one of those pools, sharing allowed), that address is
+// returned with req recorded; otherwise svc moves to a new address (the old
+// one is released only once the new one is found). When none is
 // free the error wraps ErrExhausted and names the pool(s).
 func (a *Allocator) Allocate(svc string, fam Family, req Request) (netip.Addr, error) {
 	var cands []*poolState
@@ -319,16 +321,6 @@ func (a *Allocator) Allocate(svc string, fam Family, req Request) (netip.Addr, e
 			}
 		}
 	}
-	// Keep what svc holds when it still fits.
-	for _, h := range a.held[svc] {
-		if FamilyOf(h) != fam {
-			continue
-		}
-		if u := a.ips[h]; u.pool != "" && (req.Pool == "" || u.pool == req.Pool) && conflict(svc, h, u, req) == nil {
-			a.commit(svc, h, a.rangeOf(h), req)
-			return h, nil
-		}
-	}
 	inCands := func(pool string) bool {
 		for _, p := range cands {
 			if p.Name == pool {
@@ -336,6 +328,17 @@ func (a *Allocator) Allocate(svc string, fam Family, req Request) (netip.Addr, e
 			}
 		}
 		return false
+	}
+	// Keep what svc holds when it still fits (in a candidate pool: without
+	// req.Pool, an auto-assign one).
+	for _, h := range a.held[svc] {
+		if FamilyOf(h) != fam {
+			continue
+		}
+		if u := a.ips[h]; u.pool != "" && inCands(u.pool) && conflict(svc, h, u, req) == nil {
+			a.commit(svc, h, a.rangeOf(h), req)
+			return h, nil
+		}
 	}
 	// Join an address already shared under the key: lowest one, so the
 	// choice does not depend on map order.
