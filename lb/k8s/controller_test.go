@@ -1,0 +1,107 @@
+package k8s
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// TestControllerFake drives the whole controller against client-go's fakes:
+// allocation, pending with a Warning, assignment when an address frees.
+func TestControllerFake(t *testing.T) {
+	cs := fake.NewClientset()
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{IPPoolGVR: "IPPoolList"}, poolObj("small", 0, "192.0.2.0/30"))
+	c, err := New(cs, dyn, Options{NodeName: "gw1", HandleClassless: true, LeaseDuration: time.Second, RetryPeriod: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = c.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitFor(t, 10*time.Second, "leader", c.IsLeader)
+
+	for i := 0; i < 5; i++ {
+		if _, err := cs.CoreV1().Services("default").Create(ctx, lbService(fmt.Sprintf("s%d", i)), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ingress := func(name string) string {
+		s, err := cs.CoreV1().Services("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil || len(s.Status.LoadBalancer.Ingress) == 0 {
+			return ""
+		}
+		return s.Status.LoadBalancer.Ingress[0].IP
+	}
+	waitFor(t, 10*time.Second, "4 services assigned", func() bool {
+		n := 0
+		for i := 0; i < 5; i++ {
+			if ingress(fmt.Sprintf("s%d", i)) != "" {
+				n++
+			}
+		}
+		return n == 4
+	})
+	pendingName := ""
+	for i := 0; i < 5; i++ {
+		if ingress(fmt.Sprintf("s%d", i)) == "" {
+			pendingName = fmt.Sprintf("s%d", i)
+		}
+	}
+	waitFor(t, 10*time.Second, "Warning event", func() bool {
+		evs, _ := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{})
+		for _, e := range evs.Items {
+			if e.InvolvedObject.Name == pendingName && e.Type == corev1.EventTypeWarning && e.Reason == ReasonFailed &&
+				strings.Contains(e.Message, "no address available") {
+				return true
+			}
+		}
+		return false
+	})
+	victim := "s0"
+	if pendingName == "s0" {
+		victim = "s1"
+	}
+	freed := ingress(victim)
+	if err := cs.CoreV1().Services("default").Delete(ctx, victim, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "pending service assigned", func() bool { return ingress(pendingName) == freed })
+
+	ps, err := c.Manager().Pools(ctx)
+	if err != nil || len(ps) != 1 || ps[0].Size != 4 {
+		t.Fatalf("pools %+v %v", ps, err)
+	}
+	waitFor(t, 5*time.Second, "pool used 4", func() bool {
+		ps, _ := c.Manager().Pools(ctx)
+		return ps[0].Used == 4
+	})
+	if _, _, err := c.Manager().PutService(ctx, c.Manager().(manager).serviceStatus(lbService("x")).Spec); err == nil {
+		t.Fatal("PutService accepted in Kubernetes mode")
+	}
+	d := c.Last()
+	if len(d.VIPs) != 4 {
+		t.Fatalf("desired VIPs %+v", d.VIPs)
+	}
+}
+
+func waitFor(t testing.TB, limit time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", limit, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,70 @@
+package k8s
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/edgelb/edgelb/lb"
+)
+
+func poolObj(name string, age time.Duration, addrs ...string) *unstructured.Unstructured {
+	p := lb.Pool{Name: name, AutoAssign: true}
+	u := poolToObject(p)
+	a := make([]any, len(addrs))
+	for i, s := range addrs {
+		a[i] = s
+	}
+	_ = unstructured.SetNestedSlice(u.Object, a, "spec", "addresses")
+	u.SetCreationTimestamp(metav1.NewTime(time.Unix(1_700_000_000, 0).Add(age)))
+	return u
+}
+
+func TestComputePools(t *testing.T) {
+	ps := computePools([]*unstructured.Unstructured{
+		poolObj("late", 2*time.Second, "192.0.2.8/29"), // overlaps "first": refused
+		poolObj("first", 0, "192.0.2.0/28"),            // oldest keeps its range
+		poolObj("bad", time.Second, "192.0.2.1/24"),    // host bits set
+		poolObj("v6", 3*time.Second, "2001:db8::/120"), // fine
+		poolObj("rev", 4*time.Second, "198.51.100.9-198.51.100.1"),
+	})
+	if len(ps.Valid) != 2 || ps.Valid[0].Name != "first" || ps.Valid[1].Name != "v6" {
+		t.Fatalf("valid = %+v", ps.Valid)
+	}
+	var ce *lb.ConflictError
+	if !errors.As(ps.Rejected["late"], &ce) {
+		t.Fatalf("late: %v", ps.Rejected["late"])
+	}
+	var fe *lb.FieldError
+	if !errors.As(ps.Rejected["bad"], &fe) || fe.Field != "spec.addresses[0]" || fe.Value != "192.0.2.1/24" {
+		t.Fatalf("bad: %v", ps.Rejected["bad"])
+	}
+	if ps.Rejected["rev"] == nil {
+		t.Fatal("reversed range accepted")
+	}
+	t.Logf("rejections: late=%v; bad=%v; rev=%v", ps.Rejected["late"], ps.Rejected["bad"], ps.Rejected["rev"])
+}
+
+func TestPoolRoundTrip(t *testing.T) {
+	r, _ := lb.ParseRange("192.0.2.0/28")
+	p := lb.Pool{Name: "rt", Ranges: []lb.Range{r}, AvoidBuggyIPs: true,
+		Advertisement: lb.Advertisement{Communities: []string{"65000:1"}, LocalPref: 200, AggregationLen: 24}}
+	got, err := poolFromObject(poolToObject(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Name != p.Name || got.AutoAssign || !got.AvoidBuggyIPs || got.Advertisement.LocalPref != 200 ||
+		got.Advertisement.AggregationLen != 24 || got.RangeStrings()[0] != "192.0.2.0/28" || got.Advertisement.Communities[0] != "65000:1" {
+		t.Fatalf("round trip: %+v", got)
+	}
+	if n := poolSize(&got); n != 16 {
+		t.Fatalf("size %d", n)
+	}
+	huge, _ := lb.ParseRange("2001:db8::/32")
+	if n := poolSize(&lb.Pool{Ranges: []lb.Range{huge}}); n != 1<<63-1 {
+		t.Fatalf("huge size %d", n)
+	}
+}
