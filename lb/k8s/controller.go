@@ -28,6 +28,8 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/edgelb/edgelb/lb"
 )
 
 // Controller is one gateway's Kubernetes mode. Every instance watches and
@@ -104,7 +106,7 @@ func New(cs kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Control
 	}
 	c := &Controller{
 		opts: opts, cs: cs, dyn: dyn, m: newMetrics(opts.Registerer),
-		newAlloc: newStopgapAllocator,
+		newAlloc: func() Allocator { return lb.NewAllocator() },
 		out:      make(chan Desired, 1),
 		synced:   make(chan struct{}),
 		desiredQ: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
@@ -519,3 +521,6 @@ func (c *Controller) Last() Desired {
 }
 
 var errNotLeader = errors.New("not the leader")
+
+// lb's allocator is the one the controller uses.
+var _ Allocator = (*lb.Allocator)(nil)
