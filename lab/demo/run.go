@@ -21,7 +21,7 @@ import (
 // Config renders the daemon's config for the lab: one pool on the client's
 // segment (so ARP is what brings the client to the gateway), one service
 // with a VIP port and a node port over the three backends.
-func (l *Lab) Config(stateDir, apiListen, scheduler string) string {
+func (l *Lab) Config(stateDir, apiListen, scheduler, tokenFile string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `# edgelb demo lab (generated)
 pools:
@@ -46,11 +46,15 @@ dataplane:
   nodeAddresses: ["%s"]
 api:
   listen: %s
+  tokenFile: %s
 state:
   dir: %s
-`, l.FrontIf, GatewayFront.Addr(), apiListen, stateDir)
+`, l.FrontIf, GatewayFront.Addr(), apiListen, tokenFile, stateDir)
 	return b.String()
 }
+
+// DemoToken authorises writes in the demo lab (a throwaway lab, not a secret).
+const DemoToken = "edgelb-demo-token"
 
 // Daemon is the real edgelb daemon running as a child process inside the
 // gateway namespace.
@@ -248,8 +252,12 @@ func RunDemo(ctx context.Context, o RunOptions) (err error) {
 	}
 	defer os.RemoveAll(dir)
 	const apiListen = "127.0.0.1:8080"
+	token := filepath.Join(dir, "token")
+	if err := os.WriteFile(token, []byte(DemoToken+"\n"), 0o600); err != nil {
+		return err
+	}
 	cfg := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfg, []byte(lab.Config(filepath.Join(dir, "state"), apiListen, "rr")), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(lab.Config(filepath.Join(dir, "state"), apiListen, "rr", token)), 0o600); err != nil {
 		return err
 	}
 	logf, err := os.Create(filepath.Join(dir, "daemon.log"))
@@ -286,7 +294,7 @@ func RunDemo(ctx context.Context, o RunOptions) (err error) {
 		fmt.Fprintf(o.Out, "UI not forwarded to the host: %v\n", err)
 	} else {
 		defer fwd.Close()
-		fmt.Fprintf(o.Out, "UI: http://%s  (REST: http://%s/api/v1/services)\n", o.UIAddr, o.UIAddr)
+		fmt.Fprintf(o.Out, "UI: http://%s  (REST: http://%s/api/v1/services; API token for writes: %s)\n", o.UIAddr, o.UIAddr, DemoToken)
 	}
 	vipURL := fmt.Sprintf("http://%s/", netip.AddrPortFrom(VIP, 80))
 	npURL := fmt.Sprintf("http://%s/", netip.AddrPortFrom(GatewayFront.Addr(), NodePort))

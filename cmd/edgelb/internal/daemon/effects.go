@@ -9,12 +9,15 @@ import (
 
 	"github.com/edgelb/edgelb/announce"
 	"github.com/edgelb/edgelb/proxy"
+	"github.com/edgelb/edgelb/proxy/health"
 )
 
 // Desired is what the one writer wants the kernel and the network to hold.
 type Desired struct {
 	Dataplane proxy.Config
 	VIPs      []announce.VIP
+	// Health lists the backends with active checks.
+	Health []health.Target
 }
 
 // effects applies Desired states in order, from one goroutine: the dataplane

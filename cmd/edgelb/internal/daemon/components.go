@@ -1,0 +1,184 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/vishvananda/netlink"
+
+	"github.com/edgelb/edgelb/announce"
+	"github.com/edgelb/edgelb/announce/bgp"
+	"github.com/edgelb/edgelb/announce/l2"
+	"github.com/edgelb/edgelb/lb/config"
+	"github.com/edgelb/edgelb/proxy"
+	"github.com/edgelb/edgelb/proxy/conntrack"
+	"github.com/edgelb/edgelb/proxy/ipvs"
+	"github.com/edgelb/edgelb/proxy/nft"
+)
+
+// newDataplane builds the configured (or auto-chosen) dataplane and the
+// flow source that goes with it.
+func newDataplane(cfg *config.Config, log *slog.Logger) (proxy.Dataplane, proxy.FlowSource, func() error, error) {
+	mode, why := ChooseDataplane(cfg.Dataplane.Mode)
+	log.Info(why, "dataplane", string(mode))
+	switch mode {
+	case config.ModeIPVS:
+		dp, err := ipvs.New(ipvs.Options{
+			Device:       cfg.Dataplane.IPVSDevice,
+			DrainTimeout: cfg.Dataplane.DrainTimeout,
+			SkipSysctls:  !cfg.Dataplane.SetSysctls,
+			Logf:         func(f string, a ...any) { log.Info(fmt.Sprintf(f, a...), "dataplane", "ipvs") },
+		})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		fl, err := dp.Flows()
+		if err != nil {
+			dp.Close()
+			return nil, nil, nil, err
+		}
+		return dp, fl, fl.Close, nil
+	default:
+		if names := cfg.NeedsIPVS(); len(names) > 0 {
+			return nil, nil, nil, fmt.Errorf("services %q need dr/tunnel forwarding, which the nftables dataplane cannot do: %w", names, proxy.ErrUnsupported)
+		}
+		if cfg.Dataplane.SetSysctls {
+			if err := writeSysctl("net.ipv4.ip_forward", "1"); err != nil {
+				return nil, nil, nil, err
+			}
+			// IPv6 VIPs need forwarding too; absent IPv6 is not an error.
+			_ = writeSysctl("net.ipv6.conf.all.forwarding", "1")
+			if err := conntrack.EnableAccounting(0); err != nil {
+				log.Warn("conntrack accounting unavailable: flows will show no byte counts", "err", err)
+			}
+		}
+		dp, err := nft.New(nft.Options{Log: log.With("dataplane", "nftables")})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		src, err := conntrack.New(conntrack.Options{})
+		if err != nil {
+			dp.Close()
+			return nil, nil, nil, err
+		}
+		return dp, src, src.Close, nil
+	}
+}
+
+func writeSysctl(key, val string) error {
+	p := "/proc/sys/" + strings.ReplaceAll(key, ".", "/")
+	if b, err := os.ReadFile(p); err == nil && strings.TrimSpace(string(b)) == val {
+		return nil // already set (sysctl.d did it): no write needed, works read-only too
+	}
+	if err := os.WriteFile(p, []byte(val), 0o644); err != nil {
+		return fmt.Errorf("sysctl %s=%s (set it in /etc/sysctl.d): %w", key, val, err)
+	}
+	return nil
+}
+
+// newAnnouncers builds the L2 and BGP announcers the config asks for.
+func newAnnouncers(cfg *config.Config, log *slog.Logger, reg prometheus.Registerer) ([]announce.Announcer, error) {
+	var out []announce.Announcer
+	closeAll := func() {
+		for _, a := range out {
+			a.Close(true)
+		}
+	}
+	if c := cfg.Announce.L2; c != nil {
+		lc := l2.Config{Interface: c.Interface, Logger: log}
+		if m := c.Members; m != nil {
+			name := m.Name
+			if name == "" {
+				name, _ = os.Hostname()
+			}
+			lc.Members = &l2.Members{Name: name, Bind: m.Bind, Join: m.Join, Key: []byte(string(m.Key)),
+				Tuning: l2.Tuning{ProbeInterval: m.ProbeInterval, ProbeTimeout: m.ProbeTimeout, SuspicionMult: m.SuspicionMult}}
+		}
+		a, err := l2.New(lc)
+		if err != nil {
+			return nil, fmt.Errorf("L2 announcer on %q: %w", c.Interface, err)
+		}
+		out = append(out, a)
+	}
+	if c := cfg.Announce.BGP; c != nil {
+		a, err := newBGP(c, log, reg)
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+func newBGP(c *config.BGP, log *slog.Logger, reg prometheus.Registerer) (announce.Announcer, error) {
+	rid := c.RouterID
+	if !rid.IsValid() {
+		var err error
+		if rid, err = firstIPv4(); err != nil {
+			return nil, fmt.Errorf("bgp: routerID not set and %w", err)
+		}
+	}
+	bc := bgp.Config{LocalASN: c.LocalASN, RouterID: rid, ListenPort: int32(c.ListenPort), Logger: log, Registerer: reg}
+	if c.ListenPort == 0 {
+		bc.ListenPort = -1
+	}
+	for _, p := range c.Peers {
+		bc.Peers = append(bc.Peers, bgp.Peer{
+			Name: p.Name, Address: p.Address, ASN: p.ASN, Port: p.Port, SourceAddress: p.SourceAddress,
+			MultihopTTL: p.MultihopTTL, Password: string(p.Password), HoldTime: p.HoldTime, Keepalive: p.Keepalive,
+			Passive: p.Passive, GracefulRestart: p.GracefulRestart,
+		})
+	}
+	return bgp.New(bc)
+}
+
+func firstIPv4() (netip.Addr, error) {
+	addrs, err := netlink.AddrList(nil, netlink.FAMILY_V4)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("list addresses: %w", err)
+	}
+	for _, a := range addrs {
+		if ip, ok := netip.AddrFromSlice(a.IP.To4()); ok && ip.IsGlobalUnicast() {
+			return ip, nil
+		}
+	}
+	return netip.Addr{}, errors.New("this host has no global IPv4 address to use as router ID")
+}
+
+// nodeAddresses are where node ports listen: configured, or every global
+// unicast address of the gateway.
+func nodeAddresses(cfg *config.Config) ([]netip.Addr, error) {
+	if len(cfg.Dataplane.NodeAddresses) > 0 {
+		return cfg.Dataplane.NodeAddresses, nil
+	}
+	addrs, err := netlink.AddrList(nil, netlink.FAMILY_ALL)
+	if err != nil {
+		return nil, fmt.Errorf("list the gateway's addresses for node ports: %w", err)
+	}
+	// VIPs bound on the IPVS device are not node addresses.
+	skip := -1
+	if l, err := netlink.LinkByName(cfg.Dataplane.IPVSDevice); err == nil {
+		skip = l.Attrs().Index
+	}
+	var out []netip.Addr
+	for _, a := range addrs {
+		if a.LinkIndex == skip {
+			continue
+		}
+		ip, ok := netip.AddrFromSlice(a.IP)
+		if !ok {
+			continue
+		}
+		ip = ip.Unmap()
+		if ip.IsGlobalUnicast() && !ip.IsLinkLocalUnicast() {
+			out = append(out, ip)
+		}
+	}
+	return out, nil
+}

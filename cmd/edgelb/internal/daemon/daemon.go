@@ -1,0 +1,232 @@
+// Package daemon wires edgelb's parts into the gateway daemon: config →
+// host checks → store → engine (the one writer) → effects (dataplane, then
+// announcers) → REST API. It holds no domain logic of its own.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/edgelb/edgelb/announce"
+	"github.com/edgelb/edgelb/lb"
+	"github.com/edgelb/edgelb/lb/config"
+	"github.com/edgelb/edgelb/lb/store"
+	"github.com/edgelb/edgelb/proxy/health"
+	"github.com/edgelb/edgelb/proxy/hostcheck"
+	"github.com/edgelb/edgelb/webui"
+)
+
+// Options are the daemon's command-line inputs.
+type Options struct {
+	ConfigPath string
+	Logger     *slog.Logger
+}
+
+// Run runs the daemon until ctx ends (SIGTERM/SIGINT) and shuts down the
+// way the config says: VIPs withdrawn and kernel objects removed, or both
+// left serving for a restart.
+func Run(ctx context.Context, o Options) error {
+	log := o.Logger
+	cfg, err := config.Load(o.ConfigPath)
+	if err != nil {
+		return err
+	}
+	findings, err := HostFindings(cfg, hostcheck.System())
+	if err != nil {
+		return err
+	}
+	for _, f := range findings {
+		lvl := slog.LevelInfo
+		if f.Severity >= hostcheck.Warn {
+			lvl = slog.LevelWarn
+		}
+		log.Log(ctx, lvl, f.Message, "check", f.Code, "fix", f.Fix)
+	}
+	if b := Blocking(cfg, findings); len(b) > 0 {
+		return fmt.Errorf("refusing to start: %s (set dataplane.allowEphemeralOverlap to proceed despite a node-port overlap)", b[0].Message)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	notify, err := newNotifier()
+	if err != nil {
+		return err
+	}
+	nodeAddrs, err := nodeAddresses(cfg)
+	if err != nil {
+		return err
+	}
+	// The one writer: the standalone engine, or the Kubernetes controller.
+	var w *writer
+	if cfg.Kubernetes.Enabled {
+		w, err = kubernetesWriter(cfg, nodeAddrs, reg, log)
+	} else {
+		w, err = standaloneWriter(cfg, nodeAddrs, reg, log)
+	}
+	if err != nil {
+		return err
+	}
+	defer w.close()
+	engCtx, stopEngine := context.WithCancel(context.Background())
+	defer stopEngine()
+	go w.run(engCtx)
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+
+	dp, flows, closeFlows, err := newDataplane(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer closeFlows()
+	anns, err := newAnnouncers(cfg, log, reg)
+	if err != nil {
+		dp.Close()
+		return err
+	}
+	fx := &effects{dp: dp, ann: anns, log: log.With("component", "effects"), resync: cfg.Dataplane.ResyncInterval, alive: notify.Alive}
+
+	checker := health.New(health.Options{
+		MaxInFlight: cfg.Health.MaxInFlight,
+		Logger:      log.With("component", "health"),
+		OnChange: func(ev health.Event) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := w.setHealth(ctx, ev.Target.Service, ev.Target.Backend, ev.Healthy); err != nil {
+				log.Warn("recording backend health", "err", err)
+			}
+		},
+	})
+	defer checker.Close()
+
+	var reporters []announce.Reporter
+	for _, a := range anns {
+		if r, ok := a.(announce.Reporter); ok {
+			reporters = append(reporters, r)
+		}
+	}
+	api, err := webui.New(webui.Options{
+		Manager: w.manager, Flows: flows, Reporters: reporters, Gatherer: reg, Registerer: reg,
+		Token: string(cfg.API.Token), Listen: cfg.API.Listen.String(), TLS: tlsConfig(cfg.API.TLS),
+		Ready: func(context.Context) error {
+			if ok, err, _ := fx.status(); !ok {
+				if err == nil {
+					err = errors.New("dataplane not converged yet")
+				}
+				return err
+			}
+			return nil
+		},
+		Logger: log.With("component", "api"),
+	})
+	if err != nil {
+		dp.Close()
+		return err
+	}
+
+	runCtx, stopRun := context.WithCancel(context.Background())
+	defer stopRun()
+	desired := make(chan Desired, 1)
+	go forwardDesired(runCtx, w.desired, desired, checker)
+	fxDone := make(chan struct{})
+	go func() {
+		defer close(fxDone)
+		fx.run(runCtx, desired, func() {
+			notify.Ready("serving")
+			log.Info("dataplane converged; ready", "dataplane", dp.Name())
+		})
+	}()
+	if err := api.Start(runCtx); err != nil {
+		stopRun()
+		<-fxDone
+		dp.Close()
+		return err
+	}
+	log.Info("edgelb running", "api", cfg.API.Listen.String(), "dataplane", dp.Name())
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			done = true
+		case <-hup:
+			notify.Reloading()
+			if err := reload(ctx, o.ConfigPath, cfg, w, log); err != nil {
+				log.Error("reload refused; the running config stays", "err", err)
+			} else {
+				log.Info("config reloaded", "path", o.ConfigPath)
+			}
+			notify.Status("serving")
+			notify.Ready("serving")
+		}
+	}
+
+	// Shutdown.
+	notify.Stopping()
+	log.Info("shutting down", "withdraw", cfg.Announce.WithdrawOnShutdown)
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = api.Shutdown(sctx)
+	stopRun()
+	<-fxDone
+	var errs []error
+	for _, a := range anns {
+		if err := a.Close(cfg.Announce.WithdrawOnShutdown); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", a.Name(), err))
+		}
+	}
+	if cfg.Announce.WithdrawOnShutdown {
+		if err := dp.Cleanup(sctx); err != nil {
+			errs = append(errs, fmt.Errorf("dataplane cleanup: %w", err))
+		}
+	}
+	errs = append(errs, dp.Close())
+	stopEngine()
+	return errors.Join(errs...)
+}
+
+// reload parses the file again and hands pools and services to the engine.
+// Settings that need a restart (dataplane, announce, API) are reported.
+func reload(ctx context.Context, path string, old *config.Config, w *writer, log *slog.Logger) error {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return err
+	}
+	for _, w := range restartNeeded(old, cfg) {
+		log.Warn("changed setting needs a restart to take effect", "setting", w)
+	}
+	if w.syncConfig == nil {
+		return nil
+	}
+	return w.syncConfig(ctx, cfg.Pools, cfg.Services)
+}
+
+// forwardDesired turns the engine's desired states into effects' input and
+// keeps the health checker's targets in step with the services.
+func forwardDesired(ctx context.Context, in <-chan Desired, out chan<- Desired, checker *health.Checker) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case d := <-in:
+			checker.Set(d.Health)
+			select {
+			case <-out:
+			default:
+			}
+			out <- d
+		}
+	}
+}

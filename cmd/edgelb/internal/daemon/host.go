@@ -1,0 +1,63 @@
+package daemon
+
+import (
+	"fmt"
+
+	"github.com/edgelb/edgelb/lb/config"
+	"github.com/edgelb/edgelb/proxy/hostcheck"
+	"github.com/edgelb/edgelb/proxy/ipvs"
+)
+
+// HostFindings is what `check` prints and `run` refuses to start on: node
+// ports against ephemeral ports and local sockets, the dataplane `auto` would
+// pick, IPVS sysctls, and forwarding methods the dataplane cannot do.
+func HostFindings(cfg *config.Config, src hostcheck.Source) ([]hostcheck.Finding, error) {
+	out, err := hostcheck.CheckNodePorts(src, cfg.NodePortInput())
+	if err != nil {
+		return nil, err
+	}
+	mode, why := ChooseDataplane(cfg.Dataplane.Mode)
+	out = append(out, hostcheck.Finding{Severity: hostcheck.Info, Code: "dataplane", Message: why})
+	switch mode {
+	case config.ModeIPVS:
+		if err := ipvs.Available(); err != nil {
+			out = append(out, hostcheck.Finding{Severity: hostcheck.Error, Code: hostcheck.CodeIPVSAbsent,
+				Message: fmt.Sprintf("dataplane mode ipvs: %v", err), Fix: "modprobe ip_vs  # or set dataplane.mode: auto"})
+		} else {
+			out = append(out, hostcheck.CheckIPVSSysctls(src)...)
+		}
+	case config.ModeNFTables:
+		if names := cfg.NeedsIPVS(); len(names) > 0 {
+			out = append(out, hostcheck.Finding{Severity: hostcheck.Error, Code: "method-unsupported",
+				Message: fmt.Sprintf("services %q use dr/tunnel forwarding, which only the IPVS dataplane can do, but the nftables dataplane would run (never silently downgraded)", names),
+				Fix:     "load IPVS (modprobe ip_vs) and set dataplane.mode: ipvs, or use method nat / nat-nosnat"})
+		}
+	}
+	return out, nil
+}
+
+// ChooseDataplane resolves auto: IPVS when the kernel has it, else nftables.
+func ChooseDataplane(m config.DataplaneMode) (config.DataplaneMode, string) {
+	switch m {
+	case config.ModeIPVS, config.ModeNFTables:
+		return m, fmt.Sprintf("dataplane %s (configured)", m)
+	}
+	name, why := ipvs.Probe()
+	return config.DataplaneMode(name), why
+}
+
+// Blocking reports whether findings forbid starting: any Error, except the
+// ephemeral-range overlap when the operator chose to proceed.
+func Blocking(cfg *config.Config, fs []hostcheck.Finding) []hostcheck.Finding {
+	var out []hostcheck.Finding
+	for _, f := range fs {
+		if f.Severity != hostcheck.Error {
+			continue
+		}
+		if f.Code == hostcheck.CodeRangeOverlap && cfg.Dataplane.AllowEphemeralOverlap {
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
+}

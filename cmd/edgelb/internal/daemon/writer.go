@@ -1,0 +1,138 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/edgelb/edgelb/lb"
+	"github.com/edgelb/edgelb/lb/config"
+	"github.com/edgelb/edgelb/lb/k8s"
+	"github.com/edgelb/edgelb/lb/store"
+	"github.com/edgelb/edgelb/proxy/health"
+)
+
+// writer is the one writer of a mode, seen through what the daemon needs:
+// the REST API's Manager, the desired-state stream, health input and config
+// reload. Standalone: lb.Engine over bbolt. Kubernetes: the controller.
+type writer struct {
+	manager    lb.Manager
+	desired    <-chan Desired
+	run        func(ctx context.Context)
+	start      func(ctx context.Context) error
+	setHealth  func(ctx context.Context, service string, backend netip.AddrPort, healthy bool) error
+	syncConfig func(ctx context.Context, pools []lb.Pool, services []lb.ServiceSpec) error
+	close      func()
+}
+
+func standaloneWriter(cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus.Registerer, log *slog.Logger) (*writer, error) {
+	if err := os.MkdirAll(cfg.State.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("state directory: %w", err)
+	}
+	st, err := store.OpenBolt(filepath.Join(cfg.State.Dir, "edgelb.db"))
+	if err != nil {
+		return nil, err
+	}
+	eng, err := lb.NewEngine(st, lb.EngineOptions{
+		NodeAddrs:     nodeAddrs,
+		NodePortRange: lb.PortRange{First: cfg.Dataplane.NodePortRange.First, Last: cfg.Dataplane.NodePortRange.Last},
+		AllDown:       string(cfg.Health.AllDown),
+		Registerer:    reg,
+		Logger:        log.With("component", "engine"),
+	})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	out := make(chan Desired, 1)
+	return &writer{
+		manager: eng,
+		desired: out,
+		run: func(ctx context.Context) {
+			go relay(ctx, eng.Subscribe(), out, func(d lb.Desired) Desired {
+				hs := make([]health.Target, len(d.Health))
+				for i, h := range d.Health {
+					hs[i] = health.Target{Service: h.Service, Backend: h.Backend, Check: h.Check}
+				}
+				return Desired{Dataplane: d.Dataplane, VIPs: d.VIPs, Health: hs}
+			})
+			eng.Run(ctx)
+		},
+		start: func(ctx context.Context) error {
+			if err := eng.SyncConfig(ctx, cfg.Pools, cfg.Services); err != nil {
+				return fmt.Errorf("apply config: %w", err)
+			}
+			return nil
+		},
+		setHealth:  eng.SetBackendHealth,
+		syncConfig: eng.SyncConfig,
+		close:      func() { st.Close() },
+	}, nil
+}
+
+func kubernetesWriter(cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus.Registerer, log *slog.Logger) (*writer, error) {
+	var rc *rest.Config
+	var err error
+	if cfg.Kubernetes.Kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubernetes.Kubeconfig)
+	} else {
+		rc, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client config: %w", err)
+	}
+	c, err := k8s.NewForConfig(rc, k8s.Options{
+		Class:           cfg.Kubernetes.LoadBalancerClass,
+		HandleClassless: cfg.Kubernetes.HandleClassless,
+		NodeName:        cfg.Kubernetes.NodeName,
+		NodeAddrs:       nodeAddrs,
+		BackendMode:     k8s.BackendMode(cfg.Kubernetes.BackendMode),
+		LeaseNamespace:  cfg.Kubernetes.LeaseNamespace,
+		LeaseName:       cfg.Kubernetes.LeaseName,
+		Registerer:      reg,
+		Logger:          log.With("component", "kubernetes"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan Desired, 1)
+	return &writer{
+		manager: c.Manager(),
+		desired: out,
+		run: func(ctx context.Context) {
+			go relay(ctx, c.Subscribe(), out, func(d k8s.Desired) Desired { return Desired{Dataplane: d.Proxy, VIPs: d.VIPs} })
+			if err := c.Run(ctx); err != nil && ctx.Err() == nil {
+				log.Error("kubernetes controller stopped", "err", err)
+			}
+		},
+		start: c.WaitSynced,
+		setHealth: func(context.Context, string, netip.AddrPort, bool) error {
+			return nil // Kubernetes readiness decides endpoints; node-port checks are configured per service only in standalone mode
+		},
+		close: func() {},
+	}, nil
+}
+
+// relay converts a latest-wins stream into another, dropping stale values.
+func relay[T any](ctx context.Context, in <-chan T, out chan Desired, conv func(T) Desired) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case v := <-in:
+			d := conv(v)
+			select {
+			case <-out:
+			default:
+			}
+			out <- d
+		}
+	}
+}

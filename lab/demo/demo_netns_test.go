@@ -1,0 +1,35 @@
+//go:build netns
+
+package demo
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/edgelb/edgelb/lab/netns"
+)
+
+// TestNetnsDemoCommand runs `edgelb demo --duration 20s` as a user would and
+// checks it exits 0 and leaves no namespace behind (links and nft tables live
+// inside the namespaces, so they go with them).
+func TestNetnsDemoCommand(t *testing.T) {
+	netns.RequireRoot(t)
+	exe := edgelbBinary(t)
+	cmd := exec.Command(exe, "demo", "--duration", "20s", "--ui", "127.0.0.1:18081")
+	out, err := cmd.CombinedOutput()
+	t.Logf("edgelb demo --duration 20s:\n%s", out)
+	if err != nil {
+		t.Fatalf("demo failed: %v", err)
+	}
+	if !strings.Contains(string(out), "every backend was reached") {
+		t.Fatal("demo did not report every backend reached")
+	}
+	left, _ := os.ReadDir("/run/netns")
+	for _, e := range left {
+		if strings.HasPrefix(e.Name(), "edgelb-demo") {
+			t.Errorf("namespace left behind: %s", e.Name())
+		}
+	}
+}
