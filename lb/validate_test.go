@@ -1,0 +1,87 @@
+package lb
+
+import (
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgelb/edgelb/proxy"
+)
+
+func goodService() ServiceSpec {
+	return ServiceSpec{
+		Name:     "web",
+		Ports:    []PortSpec{{Name: "http", Port: 80, Protocol: proxy.TCP, NodePort: 30080}},
+		Backends: []BackendSpec{{Addr: netip.MustParseAddr("198.51.100.2"), Weight: 1}},
+	}
+}
+
+func TestValidateService(t *testing.T) {
+	pools := []Pool{
+		pool(t, "p", true, true, "192.0.2.0/24"),
+		pool(t, "q", false, false, "203.0.113.0/24", "2001:db8::/64"),
+	}
+	others := []ServiceSpec{{Name: "other", Ports: []PortSpec{{Port: 81, Protocol: proxy.TCP, NodePort: 30081}}}}
+	for _, tc := range []struct {
+		desc   string
+		mod    func(s *ServiceSpec)
+		field  string
+		quoted string
+	}{
+		{"ok", func(s *ServiceSpec) {}, "", ""},
+		{"ok: VIP in a pool", func(s *ServiceSpec) { s.VIPs = []netip.Addr{netip.MustParseAddr("192.0.2.9")}; s.Families = nil }, "", ""},
+		{"ok: same node port, other protocol", func(s *ServiceSpec) { s.Ports[0].NodePort = 30081; s.Ports[0].Protocol = proxy.UDP }, "", ""},
+		{"bad name", func(s *ServiceSpec) { s.Name = "Web!" }, "name", "Web!"},
+		{"unknown pool", func(s *ServiceSpec) { s.Pool = "nope" }, "pool", "nope"},
+		{"VIP outside pools", func(s *ServiceSpec) { s.VIPs = []netip.Addr{netip.MustParseAddr("198.51.100.9")}; s.Families = nil }, "vips[0]", "198.51.100.9"},
+		{"VIP outside its pool", func(s *ServiceSpec) {
+			s.VIPs = []netip.Addr{netip.MustParseAddr("192.0.2.9")}
+			s.Families = nil
+			s.Pool = "q"
+		}, "vips[0]", "192.0.2.9"},
+		{"buggy VIP", func(s *ServiceSpec) { s.VIPs = []netip.Addr{netip.MustParseAddr("192.0.2.255")}; s.Families = nil }, "vips[0]", "192.0.2.255"},
+		{"two IPv4 VIPs", func(s *ServiceSpec) {
+			s.VIPs = []netip.Addr{netip.MustParseAddr("192.0.2.9"), netip.MustParseAddr("192.0.2.10")}
+			s.Families = nil
+		}, "vips[1]", "192.0.2.10"},
+		{"no ports", func(s *ServiceSpec) { s.Ports = nil }, "ports", ""},
+		{"port 0", func(s *ServiceSpec) { s.Ports[0].Port = 0 }, "ports[0].port", "0"},
+		{"bad protocol", func(s *ServiceSpec) { s.Ports[0].Protocol = 1 }, "ports[0].protocol", "proto(1)"},
+		{"duplicate port", func(s *ServiceSpec) {
+			s.Ports = append(s.Ports, PortSpec{Port: 80, Protocol: proxy.TCP})
+		}, "ports[1].port", "80/TCP"},
+		{"node port outside range", func(s *ServiceSpec) { s.Ports[0].NodePort = 8080 }, "ports[0].nodePort", "8080"},
+		{"node port of another service", func(s *ServiceSpec) { s.Ports[0].NodePort = 30081 }, "ports[0].nodePort", "30081/TCP"},
+		{"backend unspecified", func(s *ServiceSpec) { s.Backends[0].Addr = netip.IPv4Unspecified() }, "backends[0].address", "0.0.0.0"},
+		{"IPv6 backend, IPv4 service", func(s *ServiceSpec) { s.Backends[0].Addr = netip.MustParseAddr("2001:db8::2") }, "backends[0].address", "2001:db8::2"},
+		{"weight", func(s *ServiceSpec) { s.Backends[0].Weight = 70000 }, "backends[0].weight", "70000"},
+		{"duplicate backend", func(s *ServiceSpec) { s.Backends = append(s.Backends, s.Backends[0]) }, "backends[1].address", "198.51.100.2"},
+		{"scheduler", func(s *ServiceSpec) { s.Scheduler = "random" }, "scheduler", "random"},
+		{"method", func(s *ServiceSpec) { s.Method = "magic" }, "method", "magic"},
+		{"dr maps no ports", func(s *ServiceSpec) { s.Method = proxy.DirectRouting; s.Ports[0].NodePort = 0; s.Ports[0].TargetPort = 8080 }, "ports[0].targetPort", "8080"},
+		{"affinity", func(s *ServiceSpec) { s.Affinity = 48 * time.Hour }, "affinityTimeout", "48h0m0s"},
+		{"health type", func(s *ServiceSpec) { s.Health = &HealthCheck{Type: "icmp", Interval: time.Second, Timeout: time.Second, Rise: 1, Fall: 1} }, "healthCheck.type", "icmp"},
+		{"families twice", func(s *ServiceSpec) { s.Families = []Family{IPv4, IPv4} }, "families[1]", "IPv4"},
+	} {
+		s := goodService()
+		NormalizeService(&s)
+		tc.mod(&s)
+		err := ValidateService(&s, ValidateOptions{Pools: pools, Others: others})
+		if tc.field == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tc.desc, err)
+			}
+			continue
+		}
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Field != tc.field || fe.Value != tc.quoted {
+			t.Errorf("%s: got %v, want field %s value %q", tc.desc, err, tc.field, tc.quoted)
+			continue
+		}
+		if tc.quoted != "" && !strings.Contains(err.Error(), `"`+tc.quoted+`"`) {
+			t.Errorf("%s: %q does not quote the value", tc.desc, err)
+		}
+	}
+}
