@@ -60,9 +60,15 @@ func TestValidateService(t *testing.T) {
 		{"duplicate backend", func(s *ServiceSpec) { s.Backends = append(s.Backends, s.Backends[0]) }, "backends[1].address", "198.51.100.2"},
 		{"scheduler", func(s *ServiceSpec) { s.Scheduler = "random" }, "scheduler", "random"},
 		{"method", func(s *ServiceSpec) { s.Method = "magic" }, "method", "magic"},
-		{"dr maps no ports", func(s *ServiceSpec) { s.Method = proxy.DirectRouting; s.Ports[0].NodePort = 0; s.Ports[0].TargetPort = 8080 }, "ports[0].targetPort", "8080"},
+		{"dr maps no ports", func(s *ServiceSpec) {
+			s.Method = proxy.DirectRouting
+			s.Ports[0].NodePort = 0
+			s.Ports[0].TargetPort = 8080
+		}, "ports[0].targetPort", "8080"},
 		{"affinity", func(s *ServiceSpec) { s.Affinity = 48 * time.Hour }, "affinityTimeout", "48h0m0s"},
-		{"health type", func(s *ServiceSpec) { s.Health = &HealthCheck{Type: "icmp", Interval: time.Second, Timeout: time.Second, Rise: 1, Fall: 1} }, "healthCheck.type", "icmp"},
+		{"health type", func(s *ServiceSpec) {
+			s.Health = &HealthCheck{Type: "icmp", Interval: time.Second, Timeout: time.Second, Rise: 1, Fall: 1}
+		}, "healthCheck.type", "icmp"},
 		{"families twice", func(s *ServiceSpec) { s.Families = []Family{IPv4, IPv4} }, "families[1]", "IPv4"},
 	} {
 		s := goodService()
