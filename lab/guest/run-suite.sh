@@ -28,9 +28,11 @@ set +e
 lab/guest/run.sh "${specs[@]}" -- "${args[@]}" | tee "$out/log"
 rc=${PIPESTATUS[0]}
 set -e
-# A small table of the guest benchmarks (ms per operation).
+# A small table of the guest benchmarks: every metric whose unit ends in ms/op.
 if grep -q '^BenchmarkIPVSGuest' "$out/log"; then
-  echo; echo "guest benchmarks (ms/op, one run each, same guest):"
-  awk '/^BenchmarkIPVSGuest/ {n=$1; sub(/-[0-9]+$/, "", n); for (i = 3; i < NF; i++) if ($(i+1) == "ms/op") printf "  %-60s %10s ms\n", n, $i}' "$out/log"
+  echo; echo "guest benchmarks (one run each, same guest):"
+  printf '  %-52s %-14s %10s\n' benchmark metric value
+  awk '/^BenchmarkIPVSGuest/ {n=$1; sub(/-[0-9]+$/, "", n); sub(/^BenchmarkIPVSGuest/, "", n)
+       for (i = 3; i <= NF; i++) if ($i ~ /ms\/op$/) printf "  %-52s %-14s %10s\n", n, $i, $(i-1)}' "$out/log"
 fi
 exit "$rc"

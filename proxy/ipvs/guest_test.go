@@ -102,7 +102,9 @@ func TestIPVSGuestProbe(t *testing.T) {
 // goldenConfig is a representative config: every scheduler, NAT, NAT
 // without SNAT, DR, tunnel, affinity, UDP, a node port and IPv6.
 func goldenConfig() proxy.Config {
-	be := func(s string, w uint32) proxy.Backend { return proxy.Backend{Addr: netip.MustParseAddrPort(s), Weight: w} }
+	be := func(s string, w uint32) proxy.Backend {
+		return proxy.Backend{Addr: netip.MustParseAddrPort(s), Weight: w}
+	}
 	vip := netip.MustParseAddr
 	return proxy.Config{
 		NodeAddrs: []netip.Addr{vip("192.0.2.1"), vip("2001:db8:1::1")},
@@ -306,4 +308,3 @@ func backendAddr(topo *conformance.Topology, name string) netip.Addr {
 	}
 	return netip.Addr{}
 }
-

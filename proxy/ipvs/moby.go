@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -46,40 +47,41 @@ func (m *mobyHandle) call(op string, fn func(h *mobyipvs.Handle) error) error {
 		m.h = h
 	}
 	h := m.h
-	return guarded(op, m.timeout, func() error { return fn(h) }, func() {
-		// Closing the socket wakes the blocked receive; the call's goroutine
-		// then ends on its own. The next call opens a fresh socket.
+	err := guarded(op, m.timeout, func() error { return fn(h) }, func() {
+		// Closing the socket wakes the blocked receive (moby/ipvs retries
+		// EAGAIN forever). The next call opens a fresh socket.
 		h.Close()
-		m.h = nil
 	})
+	if errors.Is(err, ErrTimeout) {
+		m.h = nil
+	}
+	return err
 }
 
-// guarded runs fn with a timeout, turning a panic into an error. On timeout
-// it calls abort (which must make fn return soon) and returns ErrTimeout
-// without waiting for fn.
-func guarded(op string, timeout time.Duration, fn func() error, abort func()) error {
-	done := make(chan error, 1)
-	go func() {
-		defer func() {
-			if r := recover(); r != nil {
-				done <- fmt.Errorf("ipvs %s: moby/ipvs panicked: %v", op, r)
-			}
-		}()
-		if err := fn(); err != nil {
-			done <- fmt.Errorf("ipvs %s: %w", op, err)
-			return
-		}
-		done <- nil
-	}()
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case err := <-done:
-		return err
-	case <-t.C:
+// guarded runs fn on the calling goroutine with a watchdog: if fn has not
+// returned after timeout, abort runs (it must make fn return soon, e.g. by
+// closing the socket fn reads) and the result is ErrTimeout. A panic inside
+// fn becomes an error. No goroutine hand-off per call: under an emulated
+// CPU each hand-off costs milliseconds, and a sync makes thousands of calls.
+func guarded(op string, timeout time.Duration, fn func() error, abort func()) (err error) {
+	var fired atomic.Bool
+	t := time.AfterFunc(timeout, func() {
+		fired.Store(true)
 		abort()
-		return fmt.Errorf("ipvs %s: %w within %s", op, ErrTimeout, timeout)
+	})
+	defer func() {
+		t.Stop()
+		if r := recover(); r != nil {
+			err = fmt.Errorf("ipvs %s: moby/ipvs panicked: %v", op, r)
+		}
+		if fired.Load() {
+			err = fmt.Errorf("ipvs %s: %w within %s", op, ErrTimeout, timeout)
+		}
+	}()
+	if err := fn(); err != nil {
+		return fmt.Errorf("ipvs %s: %w", op, err)
 	}
+	return nil
 }
 
 func (m *mobyHandle) Close() error {

@@ -326,15 +326,16 @@ func TestBuildRefusesWhatIPVSCannotDo(t *testing.T) {
 }
 
 func TestGuardedTimeoutAndPanic(t *testing.T) {
-	aborted := make(chan struct{})
 	release := make(chan struct{})
-	err := guarded("list", 20*time.Millisecond, func() error { <-release; return nil }, func() { close(aborted); close(release) })
+	err := guarded("list", 20*time.Millisecond, func() error { <-release; return errors.New("socket closed") }, func() { close(release) })
 	if !errors.Is(err, ErrTimeout) {
 		t.Fatalf("hang: %v", err)
 	}
-	<-aborted
-	err = guarded("get config", time.Second, func() error { var a []int; _ = a[3]; return nil }, func() {})
+	err = guarded("get config", time.Second, func() error { var a []int; _ = a[len(a)+3]; return nil }, func() {})
 	if err == nil || !strings.Contains(err.Error(), "panicked") {
 		t.Fatalf("panic: %v", err)
+	}
+	if err := guarded("ok", time.Second, func() error { return nil }, func() { t.Error("aborted") }); err != nil {
+		t.Fatal(err)
 	}
 }
