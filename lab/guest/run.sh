@@ -163,7 +163,8 @@ else
   [ -f /usr/share/qemu/qboot.rom ] && VM+=(-bios /usr/share/qemu/qboot.rom)
 fi
 SERIAL=$RUN/serial.log; T0=$(date +%s.%N)
-log "booting $KVER ($ENGINE, ${SMP} vCPU, ${MEM} MiB) with ${names[*]}"
+cpus=$SMP; [ "$ENGINE" = uml ] && cpus=1
+log "booting $KVER ($ENGINE, ${cpus} CPU, ${MEM} MiB) with ${names[*]}"
 set +e
 timeout -k 10 "${EDGELB_GUEST_TIMEOUT:-1800}" "${VM[@]}" </dev/null 2>&1 | tr -d '\r' | tee "$SERIAL" |
   awk -v v="${EDGELB_GUEST_VERBOSE:-0}" '
