@@ -1,0 +1,338 @@
+package nft
+
+import (
+	"fmt"
+	"hash/fnv"
+	"reflect"
+	"strings"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"github.com/google/nftables/userdata"
+	"golang.org/x/sys/unix"
+
+	"github.com/edgelb/edgelb/proxy"
+)
+
+// The layout is flat and data-driven (see README.md): a fixed handful of
+// chains and rules per address family, and every service only as elements
+// of shared maps, so the kernel's work for a change is proportional to the
+// elements changed. Two tables, ip edgelb and ip6 edgelb (as kube-proxy's
+// nftables mode), each:
+//
+//	vip       daddr . l4proto . dport → id
+//	np        l4proto . dport         → id          (daddr in nodeaddrs)
+//	dispatch  id                      → goto pick-<kind><N>[-a] | goto nobackend
+//	be        id . bucket             → backend addr . port
+//	post      id                      → goto post-<m|n>[-a<ms>]
+//	aff       id . saddr              → backend addr . port (timeout, written by post-*-a*)
+//
+//	prerouting, output (nat, dstnat): jump services
+//	services:    ct mark set <frontend> map @vip|@np  ct mark vmap @dispatch
+//	pick-r3:     dnat to ct mark . numgen random mod 3 map @be
+//	pick-s3-a:   dnat to ct mark . saddr map @aff;  dnat to ct mark . jhash saddr mod 3 map @be
+//	postrouting (nat, srcnat): ct mark 0xed000000/8  ct mark vmap @post
+//	post-m-a300000: update @aff { ct mark . saddr timeout 5m : daddr . th dport }  ct mark set CTMark  masquerade
+//
+// The service id rides in the connection's ct mark from the services chain
+// to postrouting (tagged 0xed in its top byte so it is never mistaken for a
+// mark someone else set), where post-* replaces it with proxy.CTMark. That
+// is also how nft itself would write it: every rule here reads back with
+// `nft list ruleset`. (Registers cannot carry the id across chains: kernels
+// since 6.12 refuse rules reading registers they did not write.)
+
+// AffinitySize bounds the remembered client→backend entries per address
+// family (the kernel's default for such a map is 65,535). When it is full,
+// new clients are balanced without being remembered.
+const AffinitySize = 1 << 20
+
+// Set names (the same in both tables).
+const (
+	setVIP      = "vip"
+	setNP       = "np"
+	setNodes    = "nodeaddrs"
+	setDispatch = "dispatch"
+	setBE       = "be"
+	setPost     = "post"
+	setAff      = "aff"
+)
+
+// Chain names (pick-* and post-* chains are named by pick.chain, post.chain).
+const (
+	chainPrerouting  = "prerouting"
+	chainOutput      = "output"
+	chainPostrouting = "postrouting"
+	chainServices    = "services"
+	noBackendChain   = "nobackend"
+)
+
+// commentPrefix marks rules edgelb wrote; rules without it (someone else's)
+// are left alone by Resync.
+const commentPrefix = "edgelb:"
+
+// Registers as nft numbers them: 1..4 are the 128-bit ones, 8+n is the
+// 32-bit register n (NFT_REG32_00+n) inside them. Concatenations start at
+// register 1 and continue in 32-bit steps, as nft lays them out, so the CLI
+// reads every rule back.
+const (
+	reg1 = 1 // NFT_REG_1 = NFT_REG32_00..03
+	reg2 = 2 // NFT_REG_2 = NFT_REG32_04..07
+	reg3 = 3 // NFT_REG_3 = NFT_REG32_08..11
+)
+
+func r32(n uint32) uint32 { return 8 + n }
+
+// fam is what differs between the two tables.
+type fam struct {
+	v6         bool
+	family     nftables.TableFamily
+	nfproto    uint32
+	addr       nftables.SetDatatype
+	addrLen    uint32
+	saddr      uint32 // network header offsets
+	daddr      uint32
+	rejectCode uint8
+}
+
+var (
+	fam4 = fam{false, nftables.TableFamilyIPv4, unix.NFPROTO_IPV4, nftables.TypeIPAddr, 4, 12, 16, 3 /* ICMP_PORT_UNREACH */}
+	fam6 = fam{true, nftables.TableFamilyIPv6, unix.NFPROTO_IPV6, nftables.TypeIP6Addr, 16, 8, 24, 4 /* ICMPV6_PORT_UNREACH */}
+	fams = [2]fam{fam4, fam6}
+)
+
+func famOf(v6 bool) fam {
+	if v6 {
+		return fam6
+	}
+	return fam4
+}
+
+func (f fam) String() string {
+	if f.v6 {
+		return "ip6"
+	}
+	return "ip"
+}
+
+// after is the 32-bit register following an address loaded at reg1.
+func (f fam) after() uint32 { return r32(f.addrLen / 4) }
+
+// setDefs are a table's sets, in creation order.
+func (f fam) setDefs(t *nftables.Table) []*nftables.Set {
+	m := func(name string, k, v nftables.SetDatatype) *nftables.Set {
+		return &nftables.Set{Table: t, Name: name, IsMap: true, KeyType: k, DataType: v,
+			Concatenation: len(nftables.ConcatSetTypeElements(k)) > 1}
+	}
+	mark := nftables.TypeMark
+	be := nftables.MustConcatSetType(f.addr, nftables.TypeInetService)
+	aff := m(setAff, nftables.MustConcatSetType(mark, f.addr), be)
+	aff.HasTimeout, aff.Dynamic, aff.Size = true, true, AffinitySize
+	return []*nftables.Set{
+		m(setVIP, nftables.MustConcatSetType(f.addr, nftables.TypeInetProto, nftables.TypeInetService), mark),
+		m(setNP, nftables.MustConcatSetType(nftables.TypeInetProto, nftables.TypeInetService), mark),
+		{Table: t, Name: setNodes, KeyType: f.addr},
+		m(setDispatch, mark, nftables.TypeVerdict),
+		m(setBE, nftables.MustConcatSetType(mark, mark), be),
+		m(setPost, mark, nftables.TypeVerdict),
+		aff,
+	}
+}
+
+// baseChains are the fixed chains, in creation order (regular chains before
+// the hooked ones that jump to them).
+func baseChains(t *nftables.Table) []*nftables.Chain {
+	accept := nftables.ChainPolicyAccept
+	return []*nftables.Chain{
+		{Table: t, Name: chainServices},
+		{Table: t, Name: noBackendChain},
+		{Table: t, Name: chainPrerouting, Type: nftables.ChainTypeNAT, Hooknum: nftables.ChainHookPrerouting,
+			Priority: nftables.ChainPriorityNATDest, Policy: &accept},
+		{Table: t, Name: chainOutput, Type: nftables.ChainTypeNAT, Hooknum: nftables.ChainHookOutput,
+			Priority: nftables.ChainPriorityNATDest, Policy: &accept},
+		{Table: t, Name: chainPostrouting, Type: nftables.ChainTypeNAT, Hooknum: nftables.ChainHookPostrouting,
+			Priority: nftables.ChainPriorityNATSource, Policy: &accept},
+	}
+}
+
+func (f fam) loadSaddr(r uint32) expr.Any {
+	return &expr.Payload{DestRegister: r, Base: expr.PayloadBaseNetworkHeader, Offset: f.saddr, Len: f.addrLen}
+}
+
+func (f fam) loadDaddr(r uint32) expr.Any {
+	return &expr.Payload{DestRegister: r, Base: expr.PayloadBaseNetworkHeader, Offset: f.daddr, Len: f.addrLen}
+}
+
+func l4proto(r uint32) expr.Any { return &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: r} }
+
+func dport(r uint32) expr.Any {
+	return &expr.Payload{DestRegister: r, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2}
+}
+
+func loadMark() expr.Any { return &expr.Ct{Key: expr.CtKeyMARK, Register: reg1} }
+
+func lookupData(set string) expr.Any {
+	return &expr.Lookup{SourceRegister: reg1, DestRegister: reg1, IsDestRegSet: true, SetName: set}
+}
+
+func vmap(set string) expr.Any {
+	return &expr.Lookup{SourceRegister: reg1, DestRegister: 0, IsDestRegSet: true, SetName: set}
+}
+
+// dnat to the backend the last lookup left in reg1 (address, then port).
+func (f fam) dnat() expr.Any {
+	port := f.after()
+	return &expr.NAT{Type: expr.NATTypeDestNAT, Family: f.nfproto, RegAddrMin: reg1, RegAddrMax: reg1,
+		RegProtoMin: port, RegProtoMax: port, Specified: true}
+}
+
+func cat(parts ...[]expr.Any) []expr.Any {
+	var out []expr.Any
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+func one(e ...expr.Any) []expr.Any { return e }
+
+// rule is one rule of a chain with its identity (the comment Resync checks).
+type rule struct {
+	name  string
+	exprs []expr.Any
+}
+
+// comment is "edgelb:<chain>/<name>:<hash of the expressions>", so a rule
+// written by an older layout no longer matches and is replaced.
+func (r rule) comment(chain string) string {
+	h := fnv.New32a()
+	for _, e := range r.exprs {
+		fmt.Fprintf(h, "%T%+v;", e, reflect.ValueOf(e).Elem().Interface())
+	}
+	return fmt.Sprintf("%s%s/%s:%08x", commentPrefix, chain, r.name, h.Sum32())
+}
+
+func (r rule) build(t *nftables.Table, chain string) *nftables.Rule {
+	return &nftables.Rule{Table: t, Chain: &nftables.Chain{Table: t, Name: chain}, Exprs: r.exprs,
+		UserData: userdata.AppendString(nil, userdata.TypeComment, r.comment(chain))}
+}
+
+// rulesOf returns the rules a chain of family f must hold, in order.
+func (f fam) rulesOf(chain string) []rule {
+	switch chain {
+	case chainPrerouting, chainOutput:
+		return []rule{{"jump", one(&expr.Verdict{Kind: expr.VerdictJump, Chain: chainServices})}}
+	case chainServices:
+		// The mark is set only when the frontend lookup hits, and dispatch
+		// reads it in the same rule: a mark someone else set never
+		// dispatches.
+		setAndDispatch := one(&expr.Ct{Key: expr.CtKeyMARK, Register: reg1, SourceRegister: true}, loadMark(), vmap(setDispatch))
+		return []rule{
+			{"vip", cat(one(f.loadDaddr(reg1), l4proto(f.after()), dport(f.after()+1), lookupData(setVIP)), setAndDispatch)},
+			{"nodeport", cat(one(f.loadDaddr(reg1), &expr.Lookup{SourceRegister: reg1, SetName: setNodes},
+				l4proto(reg1), dport(r32(1)), lookupData(setNP)), setAndDispatch)},
+		}
+	case chainPostrouting:
+		return []rule{{"post", one(
+			loadMark(),
+			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: encU32(idTagMask), Xor: encU32(0)},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: encU32(idTag)},
+			loadMark(),
+			vmap(setPost),
+		)}}
+	case noBackendChain:
+		// A service without an eligible backend refuses at once rather than
+		// letting the packet be routed on to wherever the VIP leads.
+		return []rule{{"reject", one(&expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: f.rejectCode})}}
+	}
+	if p, ok := parsePick(chain); ok {
+		return f.pickRules(p)
+	}
+	if p, ok := parsePost(chain); ok {
+		return f.postRules(p)
+	}
+	return nil
+}
+
+// pickRules: with affinity, first reuse the backend remembered for this
+// client (the rule ends at the dnat when the lookup hits), else pick a
+// bucket: numgen random (rr, wrr) or jhash of the source (sh) or
+// destination (dh) address, mod N.
+func (f fam) pickRules(p pick) []rule {
+	var rs []rule
+	if p.sticky {
+		rs = append(rs, rule{"sticky", one(loadMark(), f.loadSaddr(r32(1)), lookupData(setAff), f.dnat())})
+	}
+	var bucket []expr.Any
+	switch p.kind {
+	case pickSrcHash, pickDstHash:
+		load := f.loadSaddr(r32(6))
+		if p.kind == pickDstHash {
+			load = f.loadDaddr(r32(6))
+		}
+		bucket = one(load, &expr.Hash{SourceRegister: r32(6), DestRegister: r32(1), Length: f.addrLen,
+			Modulus: uint32(p.n), Seed: jhashSeed, Type: expr.HashTypeJenkins})
+	default:
+		bucket = one(&expr.Numgen{Register: r32(1), Modulus: uint32(p.n), Type: unix.NFT_NG_RANDOM})
+	}
+	return append(rs, rule{"pick", cat(one(loadMark()), bucket, one(lookupData(setBE), f.dnat()))})
+}
+
+// postRules run once per new connection after the DNAT: remember the
+// client's backend (affinity; the packet's destination is the backend by
+// now), replace the id in the ct mark with proxy.CTMark, masquerade (NAT).
+//
+// The update is a rule of its own: if the map is full it fails and ends
+// only that rule, the connection still gets its mark and masquerade.
+func (f fam) postRules(p post) []rule {
+	var rs []rule
+	if p.aff > 0 {
+		// key ct mark . saddr from reg1; data daddr . dport from the next
+		// free 128-bit register.
+		data := uint32(reg2)
+		if f.v6 {
+			data = reg3
+		}
+		rs = append(rs, rule{"remember", one(loadMark(), f.loadSaddr(r32(1)), f.loadDaddr(data), dport(r32((data-1)*4+f.addrLen/4)),
+			&expr.Dynset{SrcRegKey: reg1, SrcRegData: data, SetName: setAff, Operation: unix.NFT_DYNSET_OP_UPDATE, Timeout: p.aff})})
+	}
+	es := one(&expr.Immediate{Register: reg1, Data: encU32(proxy.CTMark)},
+		&expr.Ct{Key: expr.CtKeyMARK, Register: reg1, SourceRegister: true})
+	if p.masq {
+		es = append(es, &expr.Masq{})
+	}
+	return append(rs, rule{"mark", es})
+}
+
+// repairRules returns a fix when edgelb's rules in a chain differ from want
+// (missing, reordered, from an older layout, edited): delete edgelb's rules
+// there and append the right ones. Rules without edgelb's comment belong to
+// someone else and stay.
+func repairRules(t *nftables.Table, chain string, want []rule, have []*nftables.Rule) func(c *nftables.Conn) error {
+	var ours []*nftables.Rule
+	var comments []string
+	for _, r := range have {
+		if c, ok := userdata.GetString(r.UserData, userdata.TypeComment); ok && strings.HasPrefix(c, commentPrefix) {
+			ours = append(ours, r)
+			comments = append(comments, c)
+		}
+	}
+	same := len(ours) == len(want)
+	for i := 0; same && i < len(ours); i++ {
+		same = comments[i] == want[i].comment(chain)
+	}
+	if same {
+		return nil
+	}
+	return func(c *nftables.Conn) error {
+		ch := &nftables.Chain{Table: t, Name: chain}
+		for _, r := range ours {
+			if err := c.DelRule(&nftables.Rule{Table: t, Chain: ch, Handle: r.Handle}); err != nil {
+				return fmt.Errorf("nft: delete rule %d of %s: %w", r.Handle, chain, err)
+			}
+		}
+		for _, r := range want {
+			c.AddRule(r.build(t, chain))
+		}
+		return nil
+	}
+}

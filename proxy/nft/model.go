@@ -1,0 +1,410 @@
+package nft
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/nftables/binaryutil"
+
+	"github.com/edgelb/edgelb/proxy"
+)
+
+// MaxBuckets bounds the buckets of one weighted service: weights are reduced
+// by their gcd and, when they still sum to more, scaled down to this many
+// buckets (a share is then exact to within 1/MaxBuckets). A service never
+// gets fewer buckets than eligible backends.
+const MaxBuckets = 128
+
+// Service ids are tagged in their top byte: an id travels in the ct mark
+// from the services chain to postrouting, and the tag tells it apart from a
+// mark someone else set (and from proxy.CTMark, 0x0e in its top byte).
+const (
+	idTag     uint32 = 0xed000000
+	idTagMask uint32 = 0xff000000
+	idMax     uint32 = idTag | ^idTagMask
+)
+
+// pickKind is how a bucket is chosen.
+type pickKind byte
+
+const (
+	pickRandom  pickKind = 'r' // rr, wrr: numgen random mod N
+	pickSrcHash pickKind = 's' // sh: jhash(saddr) mod N
+	pickDstHash pickKind = 'd' // dh: jhash(daddr) mod N
+	jhashSeed            = 0x0ed6e1b0
+	pickPrefix           = "pick-"
+	postPrefix           = "post-"
+)
+
+// pick names the chain a service dispatches to: its bucket count N, how a
+// bucket is chosen, and whether a remembered backend (ClientIP affinity) is
+// tried first. Services with the same pick share the chain, so the number
+// of chains is the number of distinct picks in use, not of services.
+type pick struct {
+	kind   pickKind
+	n      int
+	sticky bool
+}
+
+// chain is the name of the pick chain ("nobackend" when N is 0).
+func (p pick) chain() string {
+	if p.n == 0 {
+		return noBackendChain
+	}
+	s := pickPrefix + string(rune(p.kind)) + strconv.Itoa(p.n)
+	if p.sticky {
+		s += "-a"
+	}
+	return s
+}
+
+// parsePick is the inverse of chain, for chains read back from the kernel.
+func parsePick(name string) (pick, bool) {
+	rest, ok := strings.CutPrefix(name, pickPrefix)
+	if !ok || len(rest) < 2 {
+		return pick{}, false
+	}
+	p := pick{kind: pickKind(rest[0])}
+	if p.kind != pickRandom && p.kind != pickSrcHash && p.kind != pickDstHash {
+		return pick{}, false
+	}
+	num, sticky := strings.CutSuffix(rest[1:], "-a")
+	n, err := strconv.Atoi(num)
+	if err != nil || n <= 0 {
+		return pick{}, false
+	}
+	p.n, p.sticky = n, sticky
+	return p, p.chain() == name
+}
+
+// post names the chain a connection passes in postrouting: masquerade or
+// not (the forwarding method), and the affinity timeout to remember the
+// client's backend for.
+type post struct {
+	masq bool
+	aff  time.Duration // whole milliseconds; 0: none
+}
+
+func (p post) chain() string {
+	s := postPrefix + "n"
+	if p.masq {
+		s = postPrefix + "m"
+	}
+	if p.aff > 0 {
+		s += "-a" + strconv.FormatInt(p.aff.Milliseconds(), 10)
+	}
+	return s
+}
+
+func parsePost(name string) (post, bool) {
+	rest, ok := strings.CutPrefix(name, postPrefix)
+	if !ok || len(rest) < 1 || (rest[0] != 'm' && rest[0] != 'n') {
+		return post{}, false
+	}
+	p := post{masq: rest[0] == 'm'}
+	if aff, ok := strings.CutPrefix(rest[1:], "-a"); ok {
+		ms, err := strconv.ParseInt(aff, 10, 64)
+		if err != nil || ms <= 0 {
+			return post{}, false
+		}
+		p.aff = time.Duration(ms) * time.Millisecond
+	}
+	return p, p.chain() == name
+}
+
+// svcState is one service as programmed: the accepted input and what it
+// renders to.
+type svcState struct {
+	in   proxy.Service // as given (backends copied), for the cheap "unchanged?" test
+	key  proxy.Key
+	v6   bool
+	id   uint32 // tagged (idTag | n)
+	pick pick
+	post post
+	be   [][]byte // bucket i → backend addr . port
+}
+
+// frontend is one address:port/proto a service answers on; node ports use
+// the unspecified address of their family.
+type frontend struct {
+	addr  netip.Addr
+	port  uint16
+	proto proxy.Protocol
+}
+
+func (f frontend) String() string {
+	if f.addr.IsUnspecified() {
+		fam := "IPv4"
+		if f.addr.Is6() {
+			fam = "IPv6"
+		}
+		return fmt.Sprintf("nodeport %d/%s (%s)", f.port, f.proto, fam)
+	}
+	return netip.AddrPortFrom(f.addr, f.port).String() + "/" + f.proto.String()
+}
+
+func (st *svcState) frontends() []frontend {
+	var fs []frontend
+	if st.key.VIP.IsValid() {
+		fs = append(fs, frontend{st.key.VIP, st.key.Port, st.key.Protocol})
+	}
+	if st.key.NodePort != 0 {
+		any := netip.IPv4Unspecified()
+		if st.v6 {
+			any = netip.IPv6Unspecified()
+		}
+		fs = append(fs, frontend{any, st.key.NodePort, st.key.Protocol})
+	}
+	return fs
+}
+
+// sameInput reports whether a service equals what was accepted before
+// (backends compared in order: a reordering re-renders, to the same elements).
+func sameInput(a, b *proxy.Service) bool {
+	if a.Name != b.Name || a.VIP != b.VIP || a.Port != b.Port || a.Protocol != b.Protocol ||
+		a.NodePort != b.NodePort || a.Scheduler != b.Scheduler || a.Affinity != b.Affinity ||
+		a.Method != b.Method || len(a.Backends) != len(b.Backends) {
+		return false
+	}
+	for i := range a.Backends {
+		if a.Backends[i] != b.Backends[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// svcError wraps err with the service's identity (its key, which the engine
+// and the conformance suite look for, and its name).
+func svcError(s *proxy.Service, err error) error {
+	if s.Name != "" {
+		return fmt.Errorf("nft: service %s (%s): %w", s.Key(), s.Name, err)
+	}
+	return fmt.Errorf("nft: service %s: %w", s.Key(), err)
+}
+
+// prepare validates one service and renders it (without an id).
+// Refusals of what nftables cannot express wrap proxy.ErrUnsupported.
+func prepare(s *proxy.Service) (*svcState, error) {
+	st := &svcState{key: s.Key()}
+	st.in = *s
+	st.in.Backends = slices.Clone(s.Backends)
+	if s.Protocol != proxy.TCP && s.Protocol != proxy.UDP {
+		return nil, svcError(s, fmt.Errorf("protocol %q: want TCP or UDP", s.Protocol))
+	}
+	switch {
+	case s.VIP.IsValid():
+		if s.VIP.Zone() != "" || s.VIP.Is4In6() {
+			return nil, svcError(s, fmt.Errorf("vip %q: want a plain IPv4 or IPv6 address", s.VIP))
+		}
+		if s.Port == 0 {
+			return nil, svcError(s, errors.New("port 0: a VIP needs a port"))
+		}
+		st.v6 = s.VIP.Is6()
+	case s.NodePort == 0:
+		return nil, svcError(s, errors.New("neither a VIP nor a node port"))
+	case len(s.Backends) > 0:
+		st.v6 = s.Backends[0].Addr.Addr().Is6()
+	}
+	switch s.Method {
+	case "", proxy.NAT:
+		st.post.masq = true
+	case proxy.NATNoSNAT:
+	case proxy.DirectRouting, proxy.Tunnel:
+		return nil, svcError(s, fmt.Errorf("method %q: %w (nftables can only NAT; use the ipvs dataplane)", s.Method, proxy.ErrUnsupported))
+	default:
+		return nil, svcError(s, fmt.Errorf("method %q: unknown", s.Method))
+	}
+	weighted := true
+	switch s.Scheduler {
+	case proxy.RoundRobin:
+		st.pick.kind, weighted = pickRandom, false
+	case "", proxy.WeightedRoundRobin:
+		st.pick.kind = pickRandom
+	case proxy.SourceHash:
+		st.pick.kind = pickSrcHash
+	case proxy.DestinationHash:
+		st.pick.kind = pickDstHash
+	case proxy.LeastConn, proxy.WeightedLeastConn, proxy.ShortestExpected, proxy.NeverQueue, proxy.MaglevHash:
+		// These need per-backend connection counts or a Maglev table that a
+		// stateless ruleset cannot keep; pretending (weighted random) would
+		// silently change behaviour, so refuse.
+		return nil, svcError(s, fmt.Errorf("scheduler %q: %w (nftables does rr, wrr, sh, dh; use the ipvs dataplane)", s.Scheduler, proxy.ErrUnsupported))
+	default:
+		return nil, svcError(s, fmt.Errorf("scheduler %q: unknown", s.Scheduler))
+	}
+	if s.Affinity < 0 {
+		return nil, svcError(s, fmt.Errorf("affinity %q: negative", s.Affinity))
+	}
+	if s.Affinity > 0 {
+		// The kernel keeps timeouts in milliseconds; round up so a tiny
+		// affinity is not silently dropped.
+		st.post.aff = (s.Affinity + time.Millisecond - 1).Truncate(time.Millisecond)
+		st.pick.sticky = true
+	}
+
+	type cand struct {
+		ap netip.AddrPort
+		w  uint32
+	}
+	var elig []cand
+	seen := make(map[netip.AddrPort]bool, len(s.Backends))
+	for _, b := range s.Backends {
+		a := b.Addr.Addr()
+		if !a.IsValid() || b.Addr.Port() == 0 || a.Zone() != "" || a.Is4In6() {
+			return nil, svcError(s, fmt.Errorf("backend %q: want a plain address with a port", b.Addr))
+		}
+		if a.Is6() != st.v6 {
+			return nil, svcError(s, fmt.Errorf("backend %q: address family differs from the service's (nftables NAT cannot translate between IPv4 and IPv6)", b.Addr))
+		}
+		if seen[b.Addr] {
+			return nil, svcError(s, fmt.Errorf("backend %q: listed twice", b.Addr))
+		}
+		seen[b.Addr] = true
+		if b.Weight > 0 && !b.Draining {
+			elig = append(elig, cand{b.Addr, b.Weight})
+		}
+	}
+	// Sorted so the same backends in another order render the same elements.
+	slices.SortFunc(elig, func(a, b cand) int { return a.ap.Compare(b.ap) })
+	w := make([]uint32, len(elig))
+	for i, c := range elig {
+		w[i] = 1
+		if weighted {
+			w[i] = c.w
+		}
+	}
+	for _, i := range bucketOrder(w) {
+		st.be = append(st.be, encBackend(elig[i].ap))
+	}
+	st.pick.n = len(st.be)
+	return st, nil
+}
+
+// bucketCounts turns weights into per-backend bucket counts: exact after
+// dividing by the gcd when they sum to at most MaxBuckets (or to no more
+// than one bucket each), otherwise proportional by largest remainder with
+// at least one bucket per backend.
+func bucketCounts(w []uint32) []int {
+	counts := make([]int, len(w))
+	if len(w) == 0 {
+		return counts
+	}
+	g := uint64(0)
+	for _, x := range w {
+		g = gcd(g, uint64(x))
+	}
+	var total uint64
+	for _, x := range w {
+		total += uint64(x) / g
+	}
+	limit := uint64(max(MaxBuckets, len(w)))
+	if total <= limit {
+		for i, x := range w {
+			counts[i] = int(uint64(x) / g)
+		}
+		return counts
+	}
+	type rem struct {
+		i    int
+		frac uint64
+	}
+	var rems []rem
+	used := 0
+	for i, x := range w {
+		q := uint64(x) / g * limit
+		counts[i] = int(q / total)
+		if counts[i] == 0 {
+			counts[i] = 1
+		}
+		used += counts[i]
+		rems = append(rems, rem{i, q % total})
+	}
+	slices.SortStableFunc(rems, func(a, b rem) int {
+		switch {
+		case a.frac > b.frac:
+			return -1
+		case a.frac < b.frac:
+			return 1
+		}
+		return 0
+	})
+	for k := 0; used < int(limit) && k < len(rems); k++ {
+		counts[rems[k].i]++
+		used++
+	}
+	return counts
+}
+
+func gcd(a, b uint64) uint64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// bucketOrder lays the buckets out in smooth weighted round-robin order
+// (nginx's), so consecutive buckets alternate between backends instead of
+// running in blocks. Returns the backend index of each bucket.
+func bucketOrder(w []uint32) []int {
+	counts := bucketCounts(w)
+	total := 0
+	for _, c := range counts {
+		total += c
+	}
+	cur := make([]int, len(counts))
+	out := make([]int, 0, total)
+	for len(out) < total {
+		best := -1
+		for i, c := range counts {
+			cur[i] += c
+			if best < 0 || cur[i] > cur[best] {
+				best = i
+			}
+		}
+		cur[best] -= total
+		out = append(out, best)
+	}
+	return out
+}
+
+// Element encodings. Each field of a concatenation is padded to 4 bytes, as
+// the kernel's 32-bit registers hold them. Numbers the kernel computes
+// (numgen, jhash) are host-endian, so ids and buckets are too; ports are
+// network order.
+
+func encU32(v uint32) []byte { return binaryutil.NativeEndian.PutUint32(v) }
+
+func encPort(p uint16) []byte { return []byte{byte(p >> 8), byte(p), 0, 0} }
+
+func encProto(p proxy.Protocol) []byte { return []byte{byte(p), 0, 0, 0} }
+
+func encVIPKey(a netip.Addr, proto proxy.Protocol, port uint16) []byte {
+	b := a.AsSlice()
+	b = append(b, encProto(proto)...)
+	return append(b, encPort(port)...)
+}
+
+func encNodePortKey(proto proxy.Protocol, port uint16) []byte {
+	return append(encProto(proto), encPort(port)...)
+}
+
+func encBucketKey(id uint32, bucket int) []byte { return append(encU32(id), encU32(uint32(bucket))...) }
+
+func encBackend(ap netip.AddrPort) []byte { return append(ap.Addr().AsSlice(), encPort(ap.Port())...) }
+
+func decBackend(b []byte) (netip.AddrPort, bool) {
+	if len(b) != 8 && len(b) != 20 {
+		return netip.AddrPort{}, false
+	}
+	a, _ := netip.AddrFromSlice(b[:len(b)-4])
+	p := b[len(b)-4:]
+	return netip.AddrPortFrom(a, uint16(p[0])<<8|uint16(p[1])), true
+}
+
+func decU32(b []byte) uint32 { return binaryutil.NativeEndian.Uint32(b) }

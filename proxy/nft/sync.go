@@ -1,0 +1,642 @@
+package nft
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// elem is one set element as edgelb wants it.
+type elem struct {
+	v6    bool // which table (ip6 edgelb or ip edgelb)
+	set   string
+	key   []byte
+	val   []byte // map data; nil for plain sets and the dispatch vmap
+	chain string // dispatch, post: the goto target
+}
+
+// value is how an element's data compares with the kernel's.
+func (e elem) value() string {
+	if e.set == setDispatch || e.set == setPost {
+		return "goto:" + e.chain
+	}
+	return string(e.val)
+}
+
+// id is where the element is found: table, set and key.
+func (e elem) id() string {
+	t := "4"
+	if e.v6 {
+		t = "6"
+	}
+	return t + e.set + "\x00" + string(e.key)
+}
+
+func (e elem) size() int { return len(e.key) + len(e.val) + len(e.chain) + 40 }
+
+// rank orders writes so a packet never finds a frontend whose dispatch or
+// backends are missing: deletes go frontends first, adds backends first.
+func rank(set string) int {
+	switch set {
+	case setDispatch, setPost:
+		return 1
+	case setBE:
+		return 2
+	}
+	return 0
+}
+
+// elems renders a service into its set elements.
+func (st *svcState) elems() []elem {
+	val := encU32(st.id)
+	out := make([]elem, 0, len(st.be)+4)
+	if st.key.VIP.IsValid() {
+		out = append(out, elem{v6: st.v6, set: setVIP, key: encVIPKey(st.key.VIP, st.key.Protocol, st.key.Port), val: val})
+	}
+	if st.key.NodePort != 0 {
+		out = append(out, elem{v6: st.v6, set: setNP, key: encNodePortKey(st.key.Protocol, st.key.NodePort), val: val})
+	}
+	out = append(out, elem{v6: st.v6, set: setDispatch, key: encU32(st.id), chain: st.pick.chain()},
+		elem{v6: st.v6, set: setPost, key: encU32(st.id), chain: st.post.chain()})
+	for i, b := range st.be {
+		out = append(out, elem{v6: st.v6, set: setBE, key: encBucketKey(st.id, i), val: b})
+	}
+	return out
+}
+
+func nodeElem(a netip.Addr) elem { return elem{v6: a.Is6(), set: setNodes, key: a.AsSlice()} }
+
+// diffElems returns what turns old into new: deletes (absent or changed)
+// and adds (new or changed; a changed value is a delete plus an add).
+func diffElems(old, new []elem) (del, add []elem) {
+	if len(old) == 0 {
+		return nil, new
+	}
+	have := make(map[string]elem, len(old))
+	for _, e := range old {
+		have[e.id()] = e
+	}
+	for _, e := range new {
+		k := e.id()
+		o, ok := have[k]
+		delete(have, k)
+		if ok && o.value() == e.value() {
+			continue
+		}
+		if ok {
+			del = append(del, o)
+		}
+		add = append(add, e)
+	}
+	for _, e := range old {
+		if _, ok := have[e.id()]; ok {
+			del = append(del, e)
+		}
+	}
+	return del, add
+}
+
+// batch is one netlink transaction.
+type batch struct {
+	pre      []func(c *nftables.Conn) error // structure first (tables, sets, chains, rules)
+	del, add []elem
+	post     []func(c *nftables.Conn) // chain deletions last
+	bytes    int
+}
+
+// unit is a group of element writes that must land in the same batch (one
+// service's).
+type unit struct{ del, add []elem }
+
+// pack groups units into batches of about budget bytes, each unit whole.
+func pack(units []unit, budget int) []*batch {
+	var out []*batch
+	cur := &batch{}
+	for _, u := range units {
+		n := 0
+		for _, e := range u.del {
+			n += e.size()
+		}
+		for _, e := range u.add {
+			n += e.size()
+		}
+		if cur.bytes > 0 && cur.bytes+n > budget {
+			out = append(out, cur)
+			cur = &batch{}
+		}
+		cur.del = append(cur.del, u.del...)
+		cur.add = append(cur.add, u.add...)
+		cur.bytes += n
+	}
+	return append(out, cur)
+}
+
+// maxMsgElems keeps one element message well below the 64 KiB a netlink
+// attribute can hold.
+const maxMsgElems = 400
+
+func (d *Dataplane) setRef(v6 bool, name string) *nftables.Set {
+	return &nftables.Set{Table: d.tableOf(v6), Name: name}
+}
+
+func (d *Dataplane) tableOf(v6 bool) *nftables.Table {
+	if v6 {
+		return d.tables[1]
+	}
+	return d.tables[0]
+}
+
+// writeElems queues element messages, grouped by table and set, in chunks.
+func (d *Dataplane) writeElems(c *nftables.Conn, es []elem, del bool) (int, error) {
+	msgs := 0
+	for i := 0; i < len(es); {
+		j := i
+		for j < len(es) && es[j].set == es[i].set && es[j].v6 == es[i].v6 && j-i < maxMsgElems {
+			j++
+		}
+		vals := make([]nftables.SetElement, 0, j-i)
+		for _, e := range es[i:j] {
+			se := nftables.SetElement{Key: e.key, Val: e.val}
+			if (e.set == setDispatch || e.set == setPost) && !del {
+				se.VerdictData = &expr.Verdict{Kind: expr.VerdictGoto, Chain: e.chain}
+			}
+			vals = append(vals, se)
+		}
+		set := d.setRef(es[i].v6, es[i].set)
+		var err error
+		if del {
+			err = c.SetDeleteElements(set, vals)
+		} else {
+			err = c.SetAddElements(set, vals)
+		}
+		if err != nil {
+			return msgs, fmt.Errorf("nft: encode elements of %s: %w", es[i].set, err)
+		}
+		msgs++
+		i = j
+	}
+	return msgs, nil
+}
+
+// flush sends the batches in order, one transaction each.
+func (d *Dataplane) flush(ctx context.Context, bs []*batch) error {
+	for i, b := range bs {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("nft: after %d of %d batches: %w", i, len(bs), err)
+		}
+		if len(b.pre) == 0 && len(b.del) == 0 && len(b.add) == 0 && len(b.post) == 0 {
+			continue
+		}
+		c := d.conn
+		msgs := 0
+		for _, f := range b.pre {
+			if err := f(c); err != nil {
+				d.redial()
+				return err
+			}
+			msgs++
+		}
+		byTarget := func(x, y elem) int {
+			if x.v6 != y.v6 {
+				if x.v6 {
+					return 1
+				}
+				return -1
+			}
+			return 0
+		}
+		slices.SortStableFunc(b.del, func(x, y elem) int {
+			if r := rank(x.set) - rank(y.set); r != 0 {
+				return r
+			}
+			return byTarget(x, y)
+		})
+		slices.SortStableFunc(b.add, func(x, y elem) int {
+			if r := rank(y.set) - rank(x.set); r != 0 {
+				return r
+			}
+			return byTarget(x, y)
+		})
+		n, err := d.writeElems(c, b.del, true)
+		msgs += n
+		if err == nil {
+			n, err = d.writeElems(c, b.add, false)
+			msgs += n
+		}
+		if err != nil {
+			d.redial()
+			return err
+		}
+		for _, f := range b.post {
+			f(c)
+			msgs++
+		}
+		d.stats.Batches++
+		d.stats.Messages += uint64(msgs)
+		d.stats.Elements += uint64(len(b.del) + len(b.add))
+		if err := c.Flush(); err != nil {
+			d.redial()
+			return kernelErr(fmt.Sprintf("nft: batch %d of %d (%d messages, %d deletes, %d adds)",
+				i+1, len(bs), msgs, len(b.del), len(b.add)), err)
+		}
+	}
+	return nil
+}
+
+func (d *Dataplane) addChain(c *nftables.Conn, f fam, ch *nftables.Chain) {
+	c.AddChain(ch)
+	for _, r := range f.rulesOf(ch.Name) {
+		c.AddRule(r.build(ch.Table, ch.Name))
+	}
+}
+
+func (d *Dataplane) delChain(f fam, name string) func(c *nftables.Conn) {
+	return func(c *nftables.Conn) { c.DelChain(&nftables.Chain{Table: d.tableOf(f.v6), Name: name}) }
+}
+
+// incremental writes what changed since the last Apply: one unit per
+// changed service, normally one batch.
+func (d *Dataplane) incremental(ctx context.Context, ch *changes, created, deleted []famChain) error {
+	var units []unit
+	var purge []*svcState
+	for i, st := range ch.upserts {
+		var oldElems []elem
+		if old := ch.olds[i]; old != nil {
+			oldElems = old.elems()
+			if old.pick.sticky && lostBackends(old, st) {
+				purge = append(purge, st)
+			}
+		}
+		del, add := diffElems(oldElems, st.elems())
+		units = append(units, unit{del, add})
+	}
+	for _, st := range ch.removes {
+		units = append(units, unit{del: st.elems()})
+		if st.pick.sticky {
+			// Forget its clients: no later service may inherit them.
+			purge = append(purge, &svcState{id: st.id})
+		}
+	}
+	if ch.nodes != nil {
+		// A node-address change replaces the small node sets: simpler than
+		// tracking the previous ones, and rare.
+		var u unit
+		for a := range ch.nodes {
+			u.add = append(u.add, nodeElem(a))
+		}
+		units = append(units, u)
+	}
+	bs := pack(units, d.budget)
+	if ch.nodes != nil {
+		bs[0].pre = append(bs[0].pre, func(c *nftables.Conn) error {
+			c.FlushSet(d.setRef(false, setNodes))
+			c.FlushSet(d.setRef(true, setNodes))
+			return nil
+		})
+	}
+	for _, fc := range created {
+		f, chain := famOf(fc.v6), &nftables.Chain{Table: d.tableOf(fc.v6), Name: fc.name}
+		bs[0].pre = append(bs[0].pre, func(c *nftables.Conn) error { d.addChain(c, f, chain); return nil })
+	}
+	last := bs[len(bs)-1]
+	for _, fc := range deleted {
+		last.post = append(last.post, d.delChain(famOf(fc.v6), fc.name))
+	}
+	if err := d.flush(ctx, bs); err != nil {
+		return err
+	}
+	if len(purge) > 0 {
+		return d.purgeAffinity(ctx, purge)
+	}
+	return nil
+}
+
+// lostBackends reports whether new no longer uses a backend old did.
+func lostBackends(old, new *svcState) bool {
+	keep := make(map[string]bool, len(new.be))
+	for _, b := range new.be {
+		keep[string(b)] = true
+	}
+	for _, b := range old.be {
+		if !keep[string(b)] {
+			return true
+		}
+	}
+	return false
+}
+
+// purgeAffinity deletes remembered client→backend entries of the given
+// services that point to a backend they no longer use (removed, weight 0
+// or draining), so such a backend takes no new connections even from
+// sticky clients; a service without backends (a removed one) loses all. Entries can expire between the dump and the delete, so
+// a batch failing with ENOENT is retried from a fresh dump.
+func (d *Dataplane) purgeAffinity(ctx context.Context, svcs []*svcState) error {
+	want := map[uint32]map[string]bool{}
+	for _, st := range svcs {
+		keep := map[string]bool{}
+		for _, b := range st.be {
+			keep[string(b)] = true
+		}
+		want[st.id] = keep
+	}
+	var err error
+	for try := 0; try < 3; try++ {
+		var u unit
+		for _, f := range fams {
+			els, gerr := d.conn.GetSetElements(d.setRef(f.v6, setAff))
+			if gerr != nil {
+				return fmt.Errorf("nft: read %s affinity: %w", f, gerr)
+			}
+			for _, e := range els {
+				if len(e.Key) < 4 {
+					continue
+				}
+				if keep, ok := want[decU32(e.Key[:4])]; ok && !keep[string(e.Val)] {
+					u.del = append(u.del, elem{v6: f.v6, set: setAff, key: e.Key})
+				}
+			}
+		}
+		if err = d.flush(ctx, pack([]unit{u}, d.budget)); err == nil || !errors.Is(err, unix.ENOENT) {
+			return err
+		}
+	}
+	return err
+}
+
+// tableSnap is one table as read back from the kernel.
+type tableSnap struct {
+	exists bool
+	chains map[string]bool
+	rules  map[string][]*nftables.Rule
+	sets   map[string]bool
+	elems  map[string]map[string]string // set → key → value (see elem.value)
+}
+
+// snapshot is both tables.
+type snapshot [2]*tableSnap
+
+func (s *snapshot) of(v6 bool) *tableSnap {
+	if v6 {
+		return s[1]
+	}
+	return s[0]
+}
+
+// staticSets are the sets whose elements the model fully decides (the
+// affinity map is filled by the packet path).
+var staticSets = []string{setVIP, setNP, setNodes, setDispatch, setPost, setBE}
+
+// read dumps both tables over netlink.
+func (d *Dataplane) read() (*snapshot, error) {
+	d.stats.Reads++
+	var snap snapshot
+	for i, f := range fams {
+		ts, err := d.readTable(f)
+		if err != nil {
+			return nil, err
+		}
+		snap[i] = ts
+	}
+	return &snap, nil
+}
+
+func (d *Dataplane) readTable(f fam) (*tableSnap, error) {
+	s := &tableSnap{chains: map[string]bool{}, rules: map[string][]*nftables.Rule{}, sets: map[string]bool{},
+		elems: map[string]map[string]string{}}
+	t := d.tableOf(f.v6)
+	tables, err := d.conn.ListTablesOfFamily(f.family)
+	if err != nil {
+		return nil, kernelErr("nft: list tables", err)
+	}
+	for _, kt := range tables {
+		s.exists = s.exists || kt.Name == t.Name
+	}
+	if !s.exists {
+		return s, nil
+	}
+	chains, err := d.conn.ListChainsOfTableFamily(f.family)
+	if err != nil {
+		return nil, fmt.Errorf("nft: list %s chains: %w", f, err)
+	}
+	for _, c := range chains {
+		if c.Table.Name != t.Name {
+			continue
+		}
+		s.chains[c.Name] = true
+		rules, err := d.conn.GetRules(t, c)
+		if err != nil {
+			return nil, fmt.Errorf("nft: list rules of %s %s: %w", f, c.Name, err)
+		}
+		s.rules[c.Name] = rules
+	}
+	sets, err := d.conn.GetSets(t)
+	if err != nil {
+		return nil, fmt.Errorf("nft: list %s sets: %w", f, err)
+	}
+	for _, set := range sets {
+		s.sets[set.Name] = true
+	}
+	for _, name := range staticSets {
+		if !s.sets[name] {
+			continue
+		}
+		els, err := d.conn.GetSetElements(d.setRef(f.v6, name))
+		if err != nil {
+			return nil, fmt.Errorf("nft: list elements of %s %s: %w", f, name, err)
+		}
+		m := make(map[string]string, len(els))
+		for _, e := range els {
+			v := string(e.Val)
+			if name == setDispatch || name == setPost {
+				v = decodeVerdict(e.Val)
+			}
+			m[string(e.Key)] = v
+		}
+		s.elems[name] = m
+	}
+	return s, nil
+}
+
+// decodeVerdict renders a vmap element's data (the nested NFTA_VERDICT_*
+// attributes) like elem.value.
+func decodeVerdict(b []byte) string {
+	ad, err := netlink.NewAttributeDecoder(b)
+	if err != nil {
+		return "?"
+	}
+	ad.ByteOrder = binary.BigEndian
+	var code int32
+	var chain string
+	for ad.Next() {
+		switch ad.Type() {
+		case unix.NFTA_VERDICT_CODE:
+			code = int32(ad.Uint32())
+		case unix.NFTA_VERDICT_CHAIN:
+			chain = ad.String()
+		}
+	}
+	if code == unix.NFT_GOTO {
+		return "goto:" + chain
+	}
+	return fmt.Sprintf("verdict:%d:%s", code, chain)
+}
+
+// adopt takes service ids from tables a previous run left, and makes sure
+// new ids never collide with ids still in the kernel.
+func (d *Dataplane) adopt(s *snapshot) {
+	d.hints = map[string]uint32{}
+	maxID := uint32(0)
+	for _, f := range fams {
+		ts := s.of(f.v6)
+		for _, set := range []string{setVIP, setNP} {
+			for k, v := range ts.elems[set] {
+				if len(v) == 4 {
+					id := decU32([]byte(v))
+					d.hints[elem{v6: f.v6, set: set, key: []byte(k)}.id()] = id
+					maxID = max(maxID, id)
+				}
+			}
+		}
+		for _, set := range []string{setDispatch, setPost, setBE} {
+			for k := range ts.elems[set] {
+				if len(k) >= 4 {
+					maxID = max(maxID, decU32([]byte(k[:4])))
+				}
+			}
+		}
+	}
+	if maxID >= d.nextID {
+		d.nextID = maxID + 1
+	}
+}
+
+// hint returns the id the kernel already uses for a service's frontend.
+func (d *Dataplane) hint(st *svcState) (uint32, bool) {
+	if d.hints == nil {
+		return 0, false
+	}
+	for _, e := range st.elems() {
+		if rank(e.set) != 0 {
+			break
+		}
+		if id, ok := d.hints[e.id()]; ok {
+			return id, true
+		}
+	}
+	return 0, false
+}
+
+// fullSync converges the kernel (as read in s) to the model: structure
+// first, then element differences, then chains no longer used.
+func (d *Dataplane) fullSync(ctx context.Context, s *snapshot) error {
+	var pre []func(c *nftables.Conn) error
+	var post []func(c *nftables.Conn)
+	for _, f := range fams {
+		p, q := d.syncStructure(f, s.of(f.v6))
+		pre = append(pre, p...)
+		post = append(post, q...)
+	}
+
+	// Element differences, as single-element units in write order.
+	want := map[string]elem{}
+	for _, st := range d.svcs {
+		for _, e := range st.elems() {
+			want[e.id()] = e
+		}
+	}
+	for a := range d.nodes {
+		e := nodeElem(a)
+		want[e.id()] = e
+	}
+	var dels, adds []elem
+	for _, f := range fams {
+		ts := s.of(f.v6)
+		for _, set := range staticSets {
+			for k, v := range ts.elems[set] {
+				e := elem{v6: f.v6, set: set, key: []byte(k)}
+				if w, ok := want[e.id()]; !ok || w.value() != v {
+					dels = append(dels, e)
+				}
+			}
+		}
+	}
+	for _, e := range want {
+		if v, ok := s.of(e.v6).elems[e.set][string(e.key)]; !ok || e.value() != v {
+			adds = append(adds, e)
+		}
+	}
+	slices.SortStableFunc(dels, func(x, y elem) int { return rank(x.set) - rank(y.set) })
+	slices.SortStableFunc(adds, func(x, y elem) int { return rank(y.set) - rank(x.set) })
+	units := make([]unit, 0, len(dels)+len(adds))
+	for _, e := range dels {
+		units = append(units, unit{del: []elem{e}})
+	}
+	for _, e := range adds {
+		units = append(units, unit{add: []elem{e}})
+	}
+	bs := pack(units, d.budget)
+	bs[0].pre = pre
+	bs[len(bs)-1].post = post
+	if len(pre)+len(dels)+len(adds)+len(post) > 0 {
+		d.opts.Log.Info("nft: sync", "table", d.opts.Table, "structural", len(pre), "deletes", len(dels),
+			"adds", len(adds), "chains-removed", len(post))
+	}
+	return d.flush(ctx, bs)
+}
+
+// syncStructure returns the writes that restore one table's structure
+// (table, sets, chains, edgelb's rules) and delete pick chains no longer used.
+func (d *Dataplane) syncStructure(f fam, ts *tableSnap) (pre []func(c *nftables.Conn) error, post []func(c *nftables.Conn)) {
+	t := d.tableOf(f.v6)
+	if !ts.exists {
+		pre = append(pre, func(c *nftables.Conn) error { c.AddTable(t); return nil })
+	}
+	for _, set := range f.setDefs(t) {
+		if !ts.sets[set.Name] {
+			pre = append(pre, func(c *nftables.Conn) error {
+				if err := c.AddSet(set, nil); err != nil {
+					return fmt.Errorf("nft: encode %s set %s: %w", f, set.Name, err)
+				}
+				return nil
+			})
+		}
+	}
+	chains := baseChains(t)
+	var dyn []famChain
+	for fc := range d.chains {
+		if fc.v6 == f.v6 {
+			dyn = append(dyn, fc)
+		}
+	}
+	sortChains(dyn)
+	for _, fc := range dyn {
+		chains = append(chains, &nftables.Chain{Table: t, Name: fc.name})
+	}
+	want := map[string]bool{}
+	for _, ch := range chains {
+		want[ch.Name] = true
+		if !ts.chains[ch.Name] {
+			pre = append(pre, func(c *nftables.Conn) error { d.addChain(c, f, ch); return nil })
+			continue
+		}
+		if fix := repairRules(t, ch.Name, f.rulesOf(ch.Name), ts.rules[ch.Name]); fix != nil {
+			pre = append(pre, fix)
+		}
+	}
+	for name := range ts.chains {
+		_, isPick := parsePick(name)
+		_, isPost := parsePost(name)
+		if (isPick || isPost) && !want[name] {
+			post = append(post, d.delChain(f, name))
+		}
+	}
+	return pre, post
+}
