@@ -477,6 +477,7 @@ func startServer(t testing.TB, m *fakeManager, mod func(*Options)) (*Server, *ht
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { s.Run(ctx); close(done) }()
+	<-s.Primed()
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(func() {
 		cancel()

@@ -216,6 +216,10 @@ func (h *hub) publish(kind string, data []byte) {
 func (h *hub) flush() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.flushLocked()
+}
+
+func (h *hub) flushLocked() {
 	if len(h.pending) == 0 && len(h.dirty) == 0 {
 		return
 	}
@@ -303,9 +307,12 @@ func (h *hub) parseID(s string) (uint64, bool) {
 
 // ---- readers ----
 
-// snapshotLocked copies the state (encoding happens outside the lock).
+// snapshot copies the state (encoding happens outside the lock). Pending
+// flow changes are flushed first, so the snapshot is exactly the state
+// after the last frame and no later delta repeats what it already holds.
 func (h *hub) snapshot() (uint64, Snapshot) {
 	h.mu.Lock()
+	h.flushLocked()
 	s := Snapshot{Time: h.cfg.now().UTC(), Pools: h.state["pools"], Services: h.state["services"],
 		Announce: h.state["announce"], Stats: h.agg.all(), FlowsTotal: len(h.flows)}
 	raw := make([]proxy.Flow, 0, len(h.flows))
@@ -429,7 +436,10 @@ func (h *hub) register(lastEventID string) *client {
 		}
 	}
 	h.clients[c] = struct{}{}
-	c.wake <- struct{}{}
+	select {
+	case c.wake <- struct{}{}:
+	default: // already woken by a push above
+	}
 	return c
 }
 
@@ -451,18 +461,7 @@ func (h *hub) clientCount() int {
 // authoritative Snapshot every resync (events may be lost; counters change
 // without events). Watch is restarted with backoff if it fails.
 func (h *hub) runFlows(ctx context.Context, src proxy.FlowSource, resync time.Duration) {
-	doResync := func() {
-		gen := h.beginResync()
-		flows, err := src.Snapshot(ctx)
-		if err != nil {
-			if ctx.Err() == nil {
-				h.cfg.log.Warn("webui: flow snapshot failed", "err", err)
-			}
-			return
-		}
-		h.applySnapshot(flows, gen)
-	}
-	doResync()
+	doResync := func() { h.resyncFlows(ctx, src) }
 	go func() {
 		backoff := time.Second
 		for ctx.Err() == nil {
@@ -494,6 +493,19 @@ func (h *hub) runFlows(ctx context.Context, src proxy.FlowSource, resync time.Du
 			doResync()
 		}
 	}
+}
+
+// resyncFlows replaces the flow table with an authoritative snapshot.
+func (h *hub) resyncFlows(ctx context.Context, src proxy.FlowSource) {
+	gen := h.beginResync()
+	flows, err := src.Snapshot(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			h.cfg.log.Warn("webui: flow snapshot failed", "err", err)
+		}
+		return
+	}
+	h.applySnapshot(flows, gen)
 }
 
 func (h *hub) runBatches(ctx context.Context) {

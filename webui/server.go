@@ -125,6 +125,7 @@ type Server struct {
 	cancel  context.CancelFunc
 	running bool
 	streams chan struct{} // closed when streams must end
+	primed  chan struct{} // closed once Run has loaded the first state
 	wg      sync.WaitGroup
 }
 
@@ -138,7 +139,7 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("webui: listen address %q: %w", opts.Listen, err)
 	}
 	s := &Server{opts: opts, log: opts.Logger, cop: http.NewCrossOriginProtection(),
-		poke: make(chan struct{}, 1), streams: make(chan struct{})}
+		poke: make(chan struct{}, 1), streams: make(chan struct{}), primed: make(chan struct{})}
 	if opts.Token != "" {
 		h := sha256.Sum256([]byte(opts.Token))
 		s.tokenHash = h[:]
@@ -228,13 +229,18 @@ func (s *Server) Handler() http.Handler { return s.e }
 // only when serving Handler() elsewhere.
 func (s *Server) Run(ctx context.Context) {
 	var wg sync.WaitGroup
+	// Prime the state before anything is served from it, so the first
+	// snapshot a page gets is complete.
+	s.hub.refreshState(ctx, s.opts.Manager, s.opts.Reporters)
 	if s.opts.Flows != nil {
+		s.hub.resyncFlows(ctx, s.opts.Flows)
 		wg.Add(1)
 		go func() { defer wg.Done(); s.hub.runFlows(ctx, s.opts.Flows, s.opts.FlowResync) }()
 	}
+	s.hub.flush()
+	close(s.primed)
 	wg.Add(1)
 	go func() { defer wg.Done(); s.hub.runBatches(ctx) }()
-	s.hub.refreshState(ctx, s.opts.Manager, s.opts.Reporters)
 	t := time.NewTicker(s.opts.PollInterval)
 	defer t.Stop()
 loop:
@@ -311,6 +317,10 @@ func (s *Server) Start(ctx context.Context) error {
 	s.log.Info("webui: listening", "addr", ln.Addr().String(), "tls", s.opts.TLS != nil)
 	return nil
 }
+
+// Primed is closed once Run has loaded pools, services, announcers and the
+// first flow snapshot.
+func (s *Server) Primed() <-chan struct{} { return s.primed }
 
 // Addr is the listening address once started.
 func (s *Server) Addr() net.Addr {
