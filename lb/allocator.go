@@ -3,6 +3,7 @@ package lb
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"sort"
@@ -499,4 +500,45 @@ func (a *Allocator) Assigned() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// Clone returns an independent copy (the engine works on a copy and swaps
+// it in only once the store has the change, so a failed write leaves the
+// allocator as it was). The used sets are copied lazily (copy-on-write).
+func (a *Allocator) Clone() *Allocator {
+	c := &Allocator{
+		pools:  make(map[string]*poolState, len(a.pools)),
+		names:  slices.Clone(a.names),
+		ips:    make(map[netip.Addr]*ipUse, len(a.ips)),
+		held:   make(map[string][]netip.Addr, len(a.held)),
+		shared: make(map[string]map[netip.Addr]struct{}, len(a.shared)),
+	}
+	moved := make(map[*rangeState]*rangeState, len(a.ranges))
+	for n, p := range a.pools {
+		np := *p
+		np.ranges = make([]*rangeState, len(p.ranges))
+		for i, rs := range p.ranges {
+			nr := *rs
+			nr.pool = &np
+			nr.used = usedSet{t: rs.used.t.Clone()}
+			np.ranges[i] = &nr
+			moved[rs] = &nr
+		}
+		c.pools[n] = &np
+	}
+	c.ranges = make([]*rangeState, len(a.ranges))
+	for i, rs := range a.ranges {
+		c.ranges[i] = moved[rs]
+	}
+	for ip, u := range a.ips {
+		// ports slices are replaced, never written in place: sharing them is safe.
+		c.ips[ip] = &ipUse{pool: u.pool, key: u.key, owners: slices.Clone(u.owners)}
+	}
+	for s, h := range a.held {
+		c.held[s] = slices.Clone(h)
+	}
+	for k, m := range a.shared {
+		c.shared[k] = maps.Clone(m)
+	}
+	return c
 }

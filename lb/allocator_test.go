@@ -483,3 +483,38 @@ func TestRangeSizeAndBuggy(t *testing.T) {
 		}
 	}
 }
+
+func TestCloneIsIndependent(t *testing.T) {
+	a := NewAllocator()
+	if err := a.SetPools(testPools(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Assign("s1", netip.MustParseAddr("198.51.100.9"), Request{SharingKey: "k", Ports: ports("tcp/80")}); err != nil {
+		t.Fatal(err)
+	}
+	c := a.Clone()
+	if err := c.Assign("s2", netip.MustParseAddr("198.51.100.9"), Request{SharingKey: "k", Ports: ports("tcp/81")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Allocate("s3", IPv4, Request{Pool: "test2"}); err != nil {
+		t.Fatal(err)
+	}
+	c.ReleaseAll("s1")
+	if err := c.SetPools(testPools(t)[:2]); err != nil {
+		t.Fatal(err)
+	}
+	// The original is untouched.
+	if got := a.Owners(netip.MustParseAddr("198.51.100.9")); !slices.Equal(got, []string{"s1"}) {
+		t.Fatalf("original owners %v", got)
+	}
+	if _, used := a.Usage("test2"); used != 1 || len(a.Pools()) != 3 || len(a.IPs("s3")) != 0 {
+		t.Fatalf("original changed: used %d, %d pools", used, len(a.Pools()))
+	}
+	ip, err := a.Allocate("s4", IPv4, Request{Pool: "test2"})
+	if err != nil || ip != netip.MustParseAddr("198.51.100.1") {
+		t.Fatalf("original allocates %s %v", ip, err)
+	}
+	if got := c.Owners(netip.MustParseAddr("198.51.100.9")); !slices.Equal(got, []string{"s2"}) {
+		t.Fatalf("clone owners %v", got)
+	}
+}

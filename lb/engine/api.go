@@ -1,0 +1,321 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"reflect"
+
+	"github.com/edgelb/edgelb/lb"
+	"github.com/edgelb/edgelb/lb/store"
+)
+
+// Every method below runs on the engine goroutine through do; the bodies
+// may touch engine state freely.
+
+func (e *Engine) poolStatus(name string) lb.PoolStatus {
+	p := e.pools[name].Pool
+	p.Ranges = append([]lb.Range(nil), p.Ranges...)
+	size, used := e.alloc.Usage(name)
+	return lb.PoolStatus{Pool: p, Size: size, Used: used}
+}
+
+func (e *Engine) serviceStatus(name string) lb.ServiceStatus {
+	s := e.svcs[name]
+	return lb.ServiceStatus{Spec: store.CloneSpec(s.Spec), VIPs: e.alloc.IPs(name), Pending: s.pending}
+}
+
+func notFound(kind, name string) error {
+	return fmt.Errorf("%s %q: %w", kind, name, lb.ErrNotFound)
+}
+
+// Pools lists every pool with its usage, sorted by name.
+func (e *Engine) Pools(ctx context.Context) (out []lb.PoolStatus, err error) {
+	err = e.do(ctx, func() error {
+		for _, n := range store.Names(e.pools) {
+			out = append(out, e.poolStatus(n))
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Pool returns one pool with its usage.
+func (e *Engine) Pool(ctx context.Context, name string) (out lb.PoolStatus, err error) {
+	err = e.do(ctx, func() error {
+		if _, ok := e.pools[name]; !ok {
+			return notFound("pool", name)
+		}
+		out = e.poolStatus(name)
+		return nil
+	})
+	return out, err
+}
+
+// CreatePool adds a pool (origin api). It refuses a name in use and ranges
+// overlapping another pool (*lb.ConflictError quoting both ranges).
+func (e *Engine) CreatePool(ctx context.Context, p lb.Pool) (out lb.PoolStatus, err error) {
+	err = e.do(ctx, func() error {
+		if err := p.Validate(); err != nil {
+			return err
+		}
+		if _, ok := e.pools[p.Name]; ok {
+			return &lb.ConflictError{Field: "name", Value: p.Name, Reason: fmt.Sprintf("pool %q already exists", p.Name)}
+		}
+		t := e.begin()
+		t.putPool(store.Pool{Pool: p, Origin: store.OriginAPI})
+		if err := t.commit(); err != nil {
+			return fmt.Errorf("create pool %q: %w", p.Name, err)
+		}
+		out = e.poolStatus(p.Name)
+		return nil
+	})
+	return out, err
+}
+
+// UpdatePool replaces a pool's ranges and settings. It refuses overlaps
+// and dropping an address that is assigned. The pool keeps its origin: a
+// config-file pool changed here is reset by the next config reload.
+func (e *Engine) UpdatePool(ctx context.Context, p lb.Pool) (out lb.PoolStatus, err error) {
+	err = e.do(ctx, func() error {
+		if err := p.Validate(); err != nil {
+			return err
+		}
+		old, ok := e.pools[p.Name]
+		if !ok {
+			return notFound("pool", p.Name)
+		}
+		t := e.begin()
+		t.putPool(store.Pool{Pool: p, Origin: old.Origin})
+		if err := t.commit(); err != nil {
+			return fmt.Errorf("update pool %q: %w", p.Name, err)
+		}
+		out = e.poolStatus(p.Name)
+		return nil
+	})
+	return out, err
+}
+
+// DeletePool removes a pool; it refuses while any of its addresses is assigned.
+func (e *Engine) DeletePool(ctx context.Context, name string) error {
+	return e.do(ctx, func() error {
+		if _, ok := e.pools[name]; !ok {
+			return notFound("pool", name)
+		}
+		if _, used := e.alloc.Usage(name); used > 0 {
+			return &lb.ConflictError{Field: "name", Value: name,
+				Reason: fmt.Sprintf("pool %q has %d address(es) assigned to services (%s)", name, used, e.usersOf(name))}
+		}
+		t := e.begin()
+		t.deletePool(name)
+		if err := t.commit(); err != nil {
+			return fmt.Errorf("delete pool %q: %w", name, err)
+		}
+		return nil
+	})
+}
+
+// usersOf names (up to 3 of) the services holding addresses of a pool.
+func (e *Engine) usersOf(pool string) string {
+	var names []string
+	for _, n := range store.Names(e.svcs) {
+		for _, ip := range e.alloc.IPs(n) {
+			if p, _ := e.alloc.PoolOf(ip); p == pool {
+				names = append(names, fmt.Sprintf("%q has %s", n, ip))
+				break
+			}
+		}
+		if len(names) == 3 {
+			names = append(names, "...")
+			break
+		}
+	}
+	return fmt.Sprint(names)
+}
+
+// Services lists every standalone service, sorted by name.
+func (e *Engine) Services(ctx context.Context) (out []lb.ServiceStatus, err error) {
+	err = e.do(ctx, func() error {
+		for _, n := range store.Names(e.svcs) {
+			out = append(out, e.serviceStatus(n))
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Service returns one service.
+func (e *Engine) Service(ctx context.Context, name string) (out lb.ServiceStatus, err error) {
+	err = e.do(ctx, func() error {
+		if _, ok := e.svcs[name]; !ok {
+			return notFound("service", name)
+		}
+		out = e.serviceStatus(name)
+		return nil
+	})
+	return out, err
+}
+
+// validate normalizes and validates spec against the pools and the other
+// services of a (prospective) state.
+func (e *Engine) validate(spec *lb.ServiceSpec, pools map[string]store.Pool, svcs map[string]*service) error {
+	lb.NormalizeService(spec)
+	o := lb.ValidateOptions{NodePortRange: e.opts.NodePortRange, Pools: []lb.Pool{}}
+	for _, n := range store.Names(pools) {
+		o.Pools = append(o.Pools, pools[n].Pool)
+	}
+	for n, s := range svcs {
+		if n != spec.Name {
+			o.Others = append(o.Others, s.Spec)
+		}
+	}
+	return lb.ValidateService(spec, o)
+}
+
+// PutService creates or replaces a standalone service (a new one has
+// origin api; a replaced one keeps its origin). A requested VIP that is
+// outside the pools or taken is refused (*lb.FieldError, *lb.ConflictError)
+// and nothing changes; when auto-allocation finds no free address the
+// service is stored and stays pending until one frees up.
+func (e *Engine) PutService(ctx context.Context, spec lb.ServiceSpec) (out lb.ServiceStatus, created bool, err error) {
+	spec = store.CloneSpec(spec)
+	err = e.do(ctx, func() error {
+		if err := e.validate(&spec, e.pools, e.svcs); err != nil {
+			return err
+		}
+		origin := store.OriginAPI
+		old, ok := e.svcs[spec.Name]
+		if ok {
+			origin = old.Origin
+		}
+		t := e.begin()
+		t.strict = spec.Name
+		t.putService(store.Service{Spec: spec, Origin: origin})
+		if err := t.commit(); err != nil {
+			return fmt.Errorf("put service %q: %w", spec.Name, err)
+		}
+		created = !ok
+		out = e.serviceStatus(spec.Name)
+		return nil
+	})
+	return out, created, err
+}
+
+// DeleteService removes a service and frees its VIPs (pending services
+// may get them at once).
+func (e *Engine) DeleteService(ctx context.Context, name string) error {
+	return e.do(ctx, func() error {
+		if _, ok := e.svcs[name]; !ok {
+			return notFound("service", name)
+		}
+		t := e.begin()
+		t.deleteService(name)
+		if err := t.commit(); err != nil {
+			return fmt.Errorf("delete service %q: %w", name, err)
+		}
+		return nil
+	})
+}
+
+// SyncConfig makes the config file's pools and services current (at start
+// and on SIGHUP): each is upserted with origin config, config-origin items
+// the file no longer lists are deleted, api-origin items are left alone
+// (one of the same name is taken over by the file). All of it is checked
+// first and written in one store commit, or nothing changes. A requested
+// VIP that is taken leaves that service pending instead of failing the reload.
+func (e *Engine) SyncConfig(ctx context.Context, pools []lb.Pool, services []lb.ServiceSpec) error {
+	pools = append([]lb.Pool(nil), pools...)
+	specs := make([]lb.ServiceSpec, len(services))
+	for i := range services {
+		specs[i] = store.CloneSpec(services[i])
+	}
+	return e.do(ctx, func() error {
+		t := e.begin()
+		inFile := map[string]bool{}
+		for _, p := range pools {
+			if err := p.Validate(); err != nil {
+				return fmt.Errorf("config: pool %q: %w", p.Name, err)
+			}
+			if inFile[p.Name] {
+				return &lb.FieldError{Field: "pools", Value: p.Name, Err: errors.New("duplicate pool name")}
+			}
+			inFile[p.Name] = true
+			np := store.Pool{Pool: p, Origin: store.OriginConfig}
+			if old, ok := t.pools[p.Name]; !ok || !reflect.DeepEqual(old, np) {
+				t.putPool(np)
+			}
+		}
+		for n, p := range e.pools {
+			if p.Origin == store.OriginConfig && !inFile[n] {
+				t.deletePool(n)
+			}
+		}
+		inFile = map[string]bool{}
+		for i := range specs {
+			if inFile[specs[i].Name] {
+				return &lb.FieldError{Field: "services", Value: specs[i].Name, Err: errors.New("duplicate service name")}
+			}
+			inFile[specs[i].Name] = true
+		}
+		// The prospective service set: validation looks at it (node ports
+		// of services about to go away do not count).
+		next := map[string]*service{}
+		for n, s := range e.svcs {
+			if s.Origin != store.OriginConfig || inFile[n] {
+				next[n] = s
+			}
+		}
+		for i := range specs {
+			next[specs[i].Name] = &service{Service: store.Service{Spec: specs[i], Origin: store.OriginConfig}}
+		}
+		for i := range specs {
+			if err := e.validate(&specs[i], t.pools, next); err != nil {
+				return fmt.Errorf("config: service %q: %w", specs[i].Name, err)
+			}
+			ns := store.Service{Spec: specs[i], Origin: store.OriginConfig}
+			if old, ok := e.svcs[specs[i].Name]; !ok || !reflect.DeepEqual(old.Service, ns) {
+				t.putService(ns)
+			}
+		}
+		for n, s := range e.svcs {
+			if s.Origin == store.OriginConfig && !inFile[n] {
+				t.deleteService(n)
+			}
+		}
+		if err := t.commit(); err != nil {
+			return fmt.Errorf("apply config: %w", err)
+		}
+		return nil
+	})
+}
+
+// SetBackendHealth marks a backend of a service up or down (health
+// checks). A down backend stays in the dataplane with weight 0: existing
+// connections finish, new ones go elsewhere. backend's port 0 means every
+// port of that address. Nothing is stored: health is re-learned after a restart.
+func (e *Engine) SetBackendHealth(ctx context.Context, service string, backend netip.AddrPort, healthy bool) error {
+	return e.do(ctx, func() error {
+		if _, ok := e.svcs[service]; !ok {
+			return notFound("service", service)
+		}
+		down := e.unhealthy[service]
+		if down[backend] == !healthy {
+			return nil
+		}
+		if healthy {
+			delete(down, backend)
+			if len(down) == 0 {
+				delete(e.unhealthy, service)
+			}
+		} else {
+			if down == nil {
+				down = map[netip.AddrPort]bool{}
+				e.unhealthy[service] = down
+			}
+			down[backend] = true
+		}
+		e.refresh()
+		return nil
+	})
+}

@@ -1,0 +1,122 @@
+package engine
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/edgelb/edgelb/announce"
+	"github.com/edgelb/edgelb/lb"
+	"github.com/edgelb/edgelb/lb/store"
+	"github.com/edgelb/edgelb/proxy"
+)
+
+// refresh recomputes the desired state and the gauges, then publishes.
+func (e *Engine) refresh() {
+	e.publish(e.desired())
+	pending := 0
+	for _, s := range e.svcs {
+		if s.pending != "" {
+			pending++
+		}
+	}
+	e.met.pending.Set(float64(pending))
+	e.met.services.Set(float64(len(e.svcs)))
+	e.met.poolSize.Reset()
+	e.met.poolUsed.Reset()
+	for n := range e.pools {
+		size, used := e.alloc.Usage(n)
+		e.met.poolSize.WithLabelValues(n).Set(float64(size))
+		e.met.poolUsed.WithLabelValues(n).Set(float64(used))
+	}
+}
+
+// desired renders every service: one proxy.Service per VIP × port, each
+// carrying the port's node port (dataplanes keep node ports per family, and
+// a service has at most one VIP per family). While a service waits for a
+// VIP its node ports still serve, on a VIP-less service whose backends are
+// of one family (IPv4 when it has any): a VIP-less key has no family.
+func (e *Engine) desired() Desired {
+	d := Desired{Dataplane: proxy.Config{NodeAddrs: slices.Clone(e.opts.NodeAddrs)}}
+	vips := map[netip.Addr]bool{}
+	for _, n := range store.Names(e.svcs) {
+		s := &e.svcs[n].Spec
+		ips := e.alloc.IPs(n)
+		for k := range s.Ports {
+			p := &s.Ports[k]
+			if len(ips) == 0 {
+				if p.NodePort != 0 {
+					d.Dataplane.Services = append(d.Dataplane.Services, e.proxyService(s, p, netip.Addr{}))
+				}
+				continue
+			}
+			for _, ip := range ips {
+				d.Dataplane.Services = append(d.Dataplane.Services, e.proxyService(s, p, ip))
+			}
+		}
+		for _, ip := range ips {
+			vips[ip] = true
+		}
+	}
+	for ip := range vips {
+		v := announce.VIP{Addr: ip}
+		if pool, ok := e.alloc.PoolOf(ip); ok {
+			a := e.pools[pool].Advertisement
+			v.Pool = pool
+			v.Communities = slices.Clone(a.Communities)
+			v.LargeCommunities = slices.Clone(a.LargeCommunities)
+			v.LocalPref = a.LocalPref
+			v.AggregationLen = a.AggregationLen
+		}
+		d.VIPs = append(d.VIPs, v)
+	}
+	slices.SortFunc(d.VIPs, func(a, b announce.VIP) int { return compareAddr(a.Addr, b.Addr) })
+	return d
+}
+
+func compareAddr(a, b netip.Addr) int {
+	if a.Is4() != b.Is4() {
+		if a.Is4() {
+			return -1
+		}
+		return 1
+	}
+	return a.Compare(b)
+}
+
+// proxyService renders one port of s on vip (invalid: node port only).
+func (e *Engine) proxyService(s *lb.ServiceSpec, p *lb.PortSpec, vip netip.Addr) proxy.Service {
+	name := s.Name + "/" + p.Name
+	if p.Name == "" {
+		name = fmt.Sprintf("%s/%d-%s", s.Name, p.Port, p.Protocol)
+	}
+	ps := proxy.Service{Name: name, VIP: vip, Port: p.Port, Protocol: p.Protocol, NodePort: p.NodePort,
+		Scheduler: s.Scheduler, Affinity: s.Affinity, Method: s.Method}
+	is4 := vip.Is4()
+	if !vip.IsValid() {
+		is4 = len(s.Backends) == 0 || slices.ContainsFunc(s.Backends, func(b lb.BackendSpec) bool { return b.Addr.Is4() })
+	}
+	down := e.unhealthy[s.Name]
+	for _, b := range s.Backends {
+		if b.Addr.Is4() != is4 {
+			continue // NAT does not cross families
+		}
+		port := b.Port
+		if port == 0 {
+			port = p.TargetPort
+		}
+		if port == 0 {
+			port = p.Port
+		}
+		w := b.Weight
+		if w == 0 {
+			w = 1
+		}
+		if down[netip.AddrPortFrom(b.Addr, port)] || down[netip.AddrPortFrom(b.Addr, 0)] ||
+			(b.Port != 0 && down[netip.AddrPortFrom(b.Addr, b.Port)]) {
+			w = 0 // keeps existing connections, takes no new ones
+		}
+		ps.Backends = append(ps.Backends, proxy.Backend{Addr: netip.AddrPortFrom(b.Addr, port), Weight: w})
+	}
+	return ps
+}

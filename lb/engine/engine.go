@@ -1,0 +1,225 @@
+// Package engine is standalone edgelb's one writer: a single goroutine owns
+// the allocator, the pools, the services and the store, and every change
+// arrives as an operation over a channel (the shape of gobgp's server
+// loop). After each change it computes the desired dataplane and
+// announcement state and publishes it, latest wins, to subscribers.
+//
+// The package lb never imports engine (engine imports lb and lb/store).
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgelb/edgelb/announce"
+	"github.com/edgelb/edgelb/lb"
+	"github.com/edgelb/edgelb/lb/store"
+	"github.com/edgelb/edgelb/proxy"
+)
+
+// ErrStopped is returned by calls made after Run has returned.
+var ErrStopped = errors.New("engine stopped")
+
+// Options configure an Engine.
+type Options struct {
+	// NodePortRange bounds node ports; zero means lb.DefaultNodePortRange.
+	NodePortRange lb.PortRange
+	// NodeAddrs are the gateway's own addresses node ports listen on.
+	NodeAddrs []netip.Addr
+	// Registry, when set, gets the engine's Prometheus metrics.
+	Registry prometheus.Registerer
+	// Logger; nil discards.
+	Logger *slog.Logger
+}
+
+// Desired is what the dataplane and the announcers should converge to.
+// Subscribers must treat it as read-only (it is shared).
+type Desired struct {
+	Dataplane proxy.Config
+	VIPs      []announce.VIP
+}
+
+// Engine implements lb.Manager for standalone mode.
+type Engine struct {
+	ops     chan op
+	stopped chan struct{}
+	runOnce sync.Once
+
+	subMu sync.Mutex
+	subs  []chan Desired
+	last  Desired
+
+	// Owned by the Run goroutine (and by NewEngine before Run starts).
+	st        store.Store
+	opts      Options
+	log       *slog.Logger
+	met       *metrics
+	alloc     *lb.Allocator
+	pools     map[string]store.Pool
+	svcs      map[string]*service
+	unhealthy map[string]map[netip.AddrPort]bool // service → backends marked down
+}
+
+// service is a stored service and what became of it.
+type service struct {
+	store.Service
+	pending string // why it has no (or not every) VIP; "" when complete
+}
+
+type op struct {
+	f    func() error
+	done chan error
+}
+
+var _ lb.Manager = (*Engine)(nil)
+
+// NewEngine loads st and restores every stored assignment before anything
+// is allocated, so a restart neither steals nor changes an address. Then it
+// allocates for services still missing a VIP. The store is the engine's
+// from now on (Close it after Run returns).
+func NewEngine(st store.Store, opts Options) (*Engine, error) {
+	if opts.NodePortRange == (lb.PortRange{}) {
+		opts.NodePortRange = lb.DefaultNodePortRange
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	e := &Engine{
+		ops:       make(chan op),
+		stopped:   make(chan struct{}),
+		st:        st,
+		opts:      opts,
+		log:       log,
+		met:       newMetrics(opts.Registry),
+		alloc:     lb.NewAllocator(),
+		pools:     map[string]store.Pool{},
+		svcs:      map[string]*service{},
+		unhealthy: map[string]map[netip.AddrPort]bool{},
+	}
+	if err := e.restore(); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Run serves operations until ctx ends. Calls made after that return ErrStopped.
+func (e *Engine) Run(ctx context.Context) error {
+	started := false
+	e.runOnce.Do(func() { started = true })
+	if !started {
+		return errors.New("engine: Run called twice")
+	}
+	defer close(e.stopped)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case o := <-e.ops:
+			o.done <- o.f()
+		}
+	}
+}
+
+// do runs f on the engine goroutine and returns its result. Once the
+// operation is handed over it runs to completion even if ctx ends (so the
+// caller's view never disagrees with what happened); the wait is short, as
+// operations do no network I/O.
+func (e *Engine) do(ctx context.Context, f func() error) error {
+	o := op{f: f, done: make(chan error, 1)}
+	select {
+	case e.ops <- o:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-e.stopped:
+		return ErrStopped
+	}
+	return <-o.done
+}
+
+// Subscribe returns a channel that always holds the latest Desired: a
+// value not yet read is replaced by a newer one, so a slow reader skips
+// intermediate states and the writer never blocks. The current state is
+// delivered at once.
+func (e *Engine) Subscribe() <-chan Desired {
+	ch := make(chan Desired, 1)
+	e.subMu.Lock()
+	defer e.subMu.Unlock()
+	ch <- e.last
+	e.subs = append(e.subs, ch)
+	return ch
+}
+
+// Desired returns the latest desired state.
+func (e *Engine) Desired() Desired {
+	e.subMu.Lock()
+	defer e.subMu.Unlock()
+	return e.last
+}
+
+func (e *Engine) publish(d Desired) {
+	e.subMu.Lock()
+	defer e.subMu.Unlock()
+	e.last = d
+	for _, ch := range e.subs {
+		select {
+		case <-ch: // drop the stale value
+		default:
+		}
+		ch <- d // cannot block: this is the only sender and the buffer is empty
+	}
+}
+
+// restore rebuilds the allocator from the store: pools, then every stored
+// assignment as it was, and only then allocation for what is missing.
+func (e *Engine) restore() error {
+	st, err := e.st.Load()
+	if err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	pools := make([]lb.Pool, 0, len(st.Pools))
+	for _, n := range store.Names(st.Pools) {
+		pools = append(pools, st.Pools[n].Pool)
+	}
+	if err := e.alloc.SetPools(pools); err != nil {
+		return fmt.Errorf("engine: stored pools: %w", err)
+	}
+	e.pools = st.Pools
+	restored := 0
+	for _, name := range store.Names(st.Services) {
+		s := st.Services[name]
+		lb.NormalizeService(&s.Spec)
+		e.svcs[name] = &service{Service: s}
+		req := s.Spec.Request()
+		for _, ip := range st.Assignments[name] {
+			if err := e.alloc.Assign(name, ip, req); err != nil {
+				// Left to reconcile below, after every other restore.
+				e.log.Warn("stored assignment not restored", "service", name, "ip", ip, "err", err)
+				continue
+			}
+			restored++
+		}
+	}
+	e.met.restored.Add(float64(restored))
+	// Now allocate what is missing, drop what is no longer wanted and
+	// clean assignments of services that are gone; one store commit.
+	t := e.begin()
+	t.before = func(name string) []netip.Addr { return st.Assignments[name] }
+	t.reconcileAll = true
+	for name := range st.Assignments {
+		if _, ok := st.Services[name]; !ok {
+			t.touched[name] = true
+		}
+	}
+	if err := t.commit(); err != nil {
+		return fmt.Errorf("engine: restore: %w", err)
+	}
+	e.log.Info("state restored", "pools", len(e.pools), "services", len(e.svcs), "assignments", restored)
+	return nil
+}

@@ -1,0 +1,681 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/edgelb/edgelb/announce"
+	"github.com/edgelb/edgelb/lb"
+	"github.com/edgelb/edgelb/lb/store"
+	"github.com/edgelb/edgelb/proxy"
+)
+
+var ctx = context.Background()
+
+func mustPool(t testing.TB, name string, auto bool, ranges ...string) lb.Pool {
+	t.Helper()
+	p := lb.Pool{Name: name, AutoAssign: auto}
+	for _, s := range ranges {
+		r, err := lb.ParseRange(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Ranges = append(p.Ranges, r)
+	}
+	return p
+}
+
+func addr(s string) netip.Addr { return netip.MustParseAddr(s) }
+
+func svc(name string, port uint16, backends ...string) lb.ServiceSpec {
+	s := lb.ServiceSpec{Name: name, Ports: []lb.PortSpec{{Port: port, Protocol: proxy.TCP}}}
+	for _, b := range backends {
+		s.Backends = append(s.Backends, lb.BackendSpec{Addr: addr(b)})
+	}
+	return s
+}
+
+// start runs an engine on st until the test ends.
+func start(t testing.TB, st store.Store, opts Options) *Engine {
+	t.Helper()
+	e, err := NewEngine(st, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.Run(c)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return e
+}
+
+func TestDesiredState(t *testing.T) {
+	opts := Options{NodeAddrs: []netip.Addr{addr("203.0.113.1")}}
+	e := start(t, store.NewMem(), opts)
+	p := mustPool(t, "p", true, "192.0.2.0/29", "2001:db8::/126")
+	p.Advertisement = lb.Advertisement{Communities: []string{"65000:1"}, LocalPref: 200}
+	if _, err := e.CreatePool(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	web := lb.ServiceSpec{
+		Name:     "web",
+		Families: []lb.Family{lb.IPv4, lb.IPv6},
+		Ports: []lb.PortSpec{
+			{Name: "http", Port: 80, Protocol: proxy.TCP, TargetPort: 8080, NodePort: 30080},
+			{Port: 53, Protocol: proxy.UDP},
+		},
+		Backends: []lb.BackendSpec{
+			{Addr: addr("198.51.100.2")},
+			{Addr: addr("198.51.100.3"), Port: 9090, Weight: 3},
+			{Addr: addr("2001:db8:1::2"), Weight: 2},
+		},
+		Affinity: time.Minute,
+	}
+	st, created, err := e.PutService(ctx, web)
+	if err != nil || !created {
+		t.Fatal(created, err)
+	}
+	if want := []netip.Addr{addr("192.0.2.0"), addr("2001:db8::")}; !reflect.DeepEqual(st.VIPs, want) || st.Pending != "" {
+		t.Fatalf("status %+v", st)
+	}
+	// A node-port-only view while a service waits: "wait" asks a pool with no IPv4 left.
+	if _, err := e.CreatePool(ctx, mustPool(t, "tiny", false, "192.0.2.8/32")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.PutService(ctx, lb.ServiceSpec{Name: "a", Pool: "tiny", Ports: []lb.PortSpec{{Port: 22, Protocol: proxy.TCP}}}); err != nil {
+		t.Fatal(err)
+	}
+	w := lb.ServiceSpec{Name: "wait", Pool: "tiny", Ports: []lb.PortSpec{{Port: 443, Protocol: proxy.TCP, NodePort: 30443}},
+		Backends: []lb.BackendSpec{{Addr: addr("198.51.100.9")}}}
+	st, _, err = e.PutService(ctx, w)
+	if err != nil || st.Pending == "" || len(st.VIPs) != 0 {
+		t.Fatalf("wait: %+v %v", st, err)
+	}
+	if !strings.Contains(st.Pending, `"tiny"`) {
+		t.Fatalf("pending reason %q does not name the pool", st.Pending)
+	}
+
+	be := func(s string, w uint32) proxy.Backend { return proxy.Backend{Addr: netip.MustParseAddrPort(s), Weight: w} }
+	common := proxy.Service{Scheduler: proxy.WeightedRoundRobin, Method: proxy.NAT}
+	mk := func(name string, vip string, port uint16, proto proxy.Protocol, np uint16, aff time.Duration, bs ...proxy.Backend) proxy.Service {
+		s := common
+		s.Name, s.Port, s.Protocol, s.NodePort, s.Affinity, s.Backends = name, port, proto, np, aff, bs
+		if vip != "" {
+			s.VIP = addr(vip)
+		}
+		return s
+	}
+	want := Desired{
+		Dataplane: proxy.Config{NodeAddrs: opts.NodeAddrs, Services: []proxy.Service{
+			mk("a/22-TCP", "192.0.2.8", 22, proxy.TCP, 0, 0),
+			mk("wait/443-TCP", "", 443, proxy.TCP, 30443, 0, be("198.51.100.9:443", 1)),
+			mk("web/http", "192.0.2.0", 80, proxy.TCP, 30080, time.Minute, be("198.51.100.2:8080", 1), be("198.51.100.3:9090", 3)),
+			mk("web/http", "2001:db8::", 80, proxy.TCP, 30080, time.Minute, be("[2001:db8:1::2]:8080", 2)),
+			mk("web/53-UDP", "192.0.2.0", 53, proxy.UDP, 0, time.Minute, be("198.51.100.2:53", 1), be("198.51.100.3:9090", 3)),
+			mk("web/53-UDP", "2001:db8::", 53, proxy.UDP, 0, time.Minute, be("[2001:db8:1::2]:53", 2)),
+		}},
+		VIPs: []announce.VIP{
+			{Addr: addr("192.0.2.0"), Pool: "p", Communities: []string{"65000:1"}, LocalPref: 200},
+			{Addr: addr("192.0.2.8"), Pool: "tiny"},
+			{Addr: addr("2001:db8::"), Pool: "p", Communities: []string{"65000:1"}, LocalPref: 200},
+		},
+	}
+	got := e.Desired()
+	for i := range got.VIPs {
+		if len(got.VIPs[i].Communities) == 0 {
+			got.VIPs[i].Communities = nil
+		}
+		if len(got.VIPs[i].LargeCommunities) == 0 {
+			got.VIPs[i].LargeCommunities = nil
+		}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("desired:\n got %+v\nwant %+v", got, want)
+	}
+
+	// An unhealthy backend goes to the dataplane with weight 0.
+	if err := e.SetBackendHealth(ctx, "web", netip.MustParseAddrPort("198.51.100.3:9090"), false); err != nil {
+		t.Fatal(err)
+	}
+	d := e.Desired()
+	if b := d.Dataplane.Services[2].Backends[1]; b.Weight != 0 || d.Dataplane.Services[4].Backends[1].Weight != 0 {
+		t.Fatalf("unhealthy backend: %+v", d.Dataplane.Services[2].Backends)
+	}
+	if err := e.SetBackendHealth(ctx, "web", netip.MustParseAddrPort("198.51.100.3:9090"), true); err != nil {
+		t.Fatal(err)
+	}
+	if b := e.Desired().Dataplane.Services[2].Backends[1]; b.Weight != 3 {
+		t.Fatalf("healthy again: %+v", b)
+	}
+	if err := e.SetBackendHealth(ctx, "nope", netip.MustParseAddrPort("198.51.100.3:9090"), true); !errors.Is(err, lb.ErrNotFound) {
+		t.Fatal(err)
+	}
+}
+
+// TestRefusals: every refused operation returns the right error type and
+// leaves the store, the statuses and the desired state unchanged.
+func TestRefusals(t *testing.T) {
+	mem := store.NewMem()
+	e := start(t, mem, Options{})
+	if _, err := e.CreatePool(ctx, mustPool(t, "p", true, "192.0.2.0/28")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.CreatePool(ctx, mustPool(t, "q", false, "198.51.100.0/28")); err != nil {
+		t.Fatal(err)
+	}
+	base := svc("web", 80, "198.51.100.20")
+	base.Ports[0].NodePort = 30080
+	if _, _, err := e.PutService(ctx, base); err != nil {
+		t.Fatal(err)
+	}
+	fixed := svc("fixed", 80)
+	fixed.VIPs = []netip.Addr{addr("198.51.100.5")}
+	if _, _, err := e.PutService(ctx, fixed); err != nil {
+		t.Fatal(err)
+	}
+
+	type kind int
+	const (
+		field kind = iota
+		conflict
+		notFound
+		storeFail
+	)
+	for _, tc := range []struct {
+		desc  string
+		op    func() error
+		want  kind
+		quote []string
+	}{
+		{"pool overlap", func() error { _, err := e.CreatePool(ctx, mustPool(t, "x", true, "192.0.2.8/29")); return err },
+			conflict, []string{"192.0.2.8/29", "192.0.2.0/28"}},
+		{"pool name in use", func() error { _, err := e.CreatePool(ctx, mustPool(t, "p", true, "203.0.113.0/24")); return err },
+			conflict, []string{`"p"`}},
+		{"invalid pool", func() error { _, err := e.CreatePool(ctx, lb.Pool{Name: "x"}); return err }, field, []string{"addresses"}},
+		{"shrink over an address in use", func() error { _, err := e.UpdatePool(ctx, mustPool(t, "q", false, "198.51.100.8/29")); return err },
+			conflict, []string{"198.51.100.5", `"fixed"`}},
+		{"update overlapping", func() error { _, err := e.UpdatePool(ctx, mustPool(t, "q", false, "192.0.2.0/24")); return err },
+			conflict, []string{"192.0.2.0/24"}},
+		{"update unknown", func() error { _, err := e.UpdatePool(ctx, mustPool(t, "zz", false, "203.0.113.0/24")); return err }, notFound, nil},
+		{"delete pool in use", func() error { return e.DeletePool(ctx, "q") }, conflict, []string{`"fixed"`}},
+		{"delete unknown pool", func() error { return e.DeletePool(ctx, "zz") }, notFound, nil},
+		{"port out of range", func() error { s := svc("new", 0); _, _, err := e.PutService(ctx, s); return err }, field, []string{"ports[0].port"}},
+		{"duplicate port", func() error {
+			s := svc("new", 80)
+			s.Ports = append(s.Ports, s.Ports[0])
+			_, _, err := e.PutService(ctx, s)
+			return err
+		}, field, []string{"80/TCP"}},
+		{"VIP outside every pool", func() error {
+			s := svc("new", 80)
+			s.VIPs = []netip.Addr{addr("203.0.113.9")}
+			_, _, err := e.PutService(ctx, s)
+			return err
+		}, field, []string{"vips[0]", "203.0.113.9"}},
+		{"VIP taken", func() error {
+			s := svc("new", 443)
+			s.VIPs = []netip.Addr{addr("198.51.100.5")}
+			_, _, err := e.PutService(ctx, s)
+			return err
+		}, conflict, []string{"198.51.100.5", `"fixed"`}},
+		{"node port of another service", func() error {
+			s := svc("new", 443)
+			s.Ports[0].NodePort = 30080
+			_, _, err := e.PutService(ctx, s)
+			return err
+		}, field, []string{"30080", `"web"`}},
+		{"node port outside the range", func() error {
+			s := svc("new", 443)
+			s.Ports[0].NodePort = 8080
+			_, _, err := e.PutService(ctx, s)
+			return err
+		}, field, []string{"8080", "30000-32767"}},
+		{"unknown scheduler", func() error {
+			s := svc("new", 443)
+			s.Scheduler = "fastest"
+			_, _, err := e.PutService(ctx, s)
+			return err
+		}, field, []string{"scheduler", "fastest"}},
+		{"unknown pool", func() error { s := svc("new", 443); s.Pool = "zz"; _, _, err := e.PutService(ctx, s); return err }, field, []string{"pool", "zz"}},
+		{"delete unknown service", func() error { return e.DeleteService(ctx, "zz") }, notFound, nil},
+		{"store write fails on put", func() error {
+			mem.FailCommits(errors.New("disk full"))
+			defer mem.FailCommits(nil)
+			_, _, err := e.PutService(ctx, svc("new", 443))
+			return err
+		}, storeFail, []string{"disk full"}},
+		{"store write fails on delete", func() error {
+			mem.FailCommits(errors.New("disk full"))
+			defer mem.FailCommits(nil)
+			return e.DeleteService(ctx, "web")
+		}, storeFail, nil},
+		{"store write fails on pool update", func() error {
+			mem.FailCommits(errors.New("disk full"))
+			defer mem.FailCommits(nil)
+			_, err := e.UpdatePool(ctx, mustPool(t, "p", true, "192.0.2.0/24"))
+			return err
+		}, storeFail, nil},
+	} {
+		commits := mem.Commits()
+		pools, _ := e.Pools(ctx)
+		svcs, _ := e.Services(ctx)
+		desired := e.Desired()
+		err := tc.op()
+		var fe *lb.FieldError
+		var ce *lb.ConflictError
+		switch {
+		case err == nil:
+			t.Errorf("%s: no error", tc.desc)
+			continue
+		case tc.want == field && !errors.As(err, &fe),
+			tc.want == conflict && (!errors.As(err, &ce) || !errors.Is(err, lb.ErrConflict)),
+			tc.want == notFound && !errors.Is(err, lb.ErrNotFound):
+			t.Errorf("%s: wrong error type %T: %v", tc.desc, err, err)
+		}
+		for _, q := range tc.quote {
+			if !strings.Contains(err.Error(), q) {
+				t.Errorf("%s: %q does not mention %s", tc.desc, err, q)
+			}
+		}
+		t.Logf("%s: %v", tc.desc, err)
+		if mem.Commits() != commits {
+			t.Errorf("%s: the store was written", tc.desc)
+		}
+		pools2, _ := e.Pools(ctx)
+		svcs2, _ := e.Services(ctx)
+		if !reflect.DeepEqual(pools, pools2) || !reflect.DeepEqual(svcs, svcs2) || !reflect.DeepEqual(desired, e.Desired()) {
+			t.Errorf("%s: state changed", tc.desc)
+		}
+	}
+	// After the failed writes the allocator still works from the old state:
+	// the next service gets the address the failed one would have had.
+	st, _, err := e.PutService(ctx, svc("new", 443))
+	if err != nil || len(st.VIPs) != 1 || st.VIPs[0] != addr("192.0.2.1") {
+		t.Fatalf("after failures: %+v %v", st, err)
+	}
+}
+
+func TestPendingGetsFreedAddress(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	e := start(t, store.NewMem(), Options{Registry: reg})
+	if _, err := e.CreatePool(ctx, mustPool(t, "p", true, "192.0.2.0/31")); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"a", "b", "c", "d"} {
+		if _, _, err := e.PutService(ctx, svc(n, 80)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, _ := e.Service(ctx, "c")
+	if c.Pending == "" || len(c.VIPs) != 0 || !strings.Contains(c.Pending, lb.ErrExhausted.Error()) {
+		t.Fatalf("c: %+v", c)
+	}
+	if got := testutil.ToFloat64(e.met.pending); got != 2 {
+		t.Fatalf("pending gauge %v", got)
+	}
+	a, _ := e.Service(ctx, "a")
+	if err := e.DeleteService(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	c, _ = e.Service(ctx, "c")
+	if c.Pending != "" || !reflect.DeepEqual(c.VIPs, a.VIPs) {
+		t.Fatalf("c did not get a's address: %+v (a had %v)", c, a.VIPs)
+	}
+	// Growing the pool serves d.
+	if _, err := e.UpdatePool(ctx, mustPool(t, "p", true, "192.0.2.0/30")); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := e.Service(ctx, "d")
+	if d.Pending != "" || len(d.VIPs) != 1 {
+		t.Fatalf("d: %+v", d)
+	}
+	ps, _ := e.Pool(ctx, "p")
+	if ps.Size != 4 || ps.Used != 3 {
+		t.Fatalf("pool status %+v", ps)
+	}
+	if got := testutil.ToFloat64(e.met.poolUsed.WithLabelValues("p")); got != 3 {
+		t.Fatalf("pool used gauge %v", got)
+	}
+	if n, err := testutil.GatherAndCount(reg); err != nil || n == 0 {
+		t.Fatal(n, err)
+	}
+}
+
+func TestSyncConfig(t *testing.T) {
+	mem := store.NewMem()
+	e := start(t, mem, Options{})
+	// The API's own pool and service, which a reload must leave alone.
+	if _, err := e.CreatePool(ctx, mustPool(t, "api-pool", false, "198.51.100.0/28")); err != nil {
+		t.Fatal(err)
+	}
+	apiSvc := svc("api-svc", 80)
+	apiSvc.VIPs = []netip.Addr{addr("198.51.100.1")}
+	if _, _, err := e.PutService(ctx, apiSvc); err != nil {
+		t.Fatal(err)
+	}
+
+	cfgPools := []lb.Pool{mustPool(t, "cfg", true, "192.0.2.0/28")}
+	one, two := svc("one", 80), svc("two", 81)
+	if err := e.SyncConfig(ctx, cfgPools, []lb.ServiceSpec{one, two}); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := mem.Load()
+	if st.Pools["cfg"].Origin != store.OriginConfig || st.Services["one"].Origin != store.OriginConfig ||
+		st.Services["api-svc"].Origin != store.OriginAPI || len(st.Assignments) != 3 {
+		t.Fatalf("stored %+v", st)
+	}
+	before, _ := e.Service(ctx, "one")
+
+	// Same config again: nothing to write.
+	commits := mem.Commits()
+	if err := e.SyncConfig(ctx, cfgPools, []lb.ServiceSpec{one, two}); err != nil {
+		t.Fatal(err)
+	}
+	if mem.Commits() != commits {
+		t.Fatal("an unchanged config was written")
+	}
+
+	// "two" dropped, "one" changed (its VIP must not change), "three"
+	// requests the API service's VIP: pending, and the reload still applies.
+	one.Backends = []lb.BackendSpec{{Addr: addr("198.51.100.50")}}
+	three := svc("three", 80)
+	three.VIPs = []netip.Addr{addr("198.51.100.1")}
+	if err := e.SyncConfig(ctx, cfgPools, []lb.ServiceSpec{one, three}); err != nil {
+		t.Fatal(err)
+	}
+	svcs, _ := e.Services(ctx)
+	var names []string
+	for _, s := range svcs {
+		names = append(names, s.Spec.Name)
+	}
+	if fmt.Sprint(names) != "[api-svc one three]" {
+		t.Fatalf("services %v", names)
+	}
+	after, _ := e.Service(ctx, "one")
+	if !reflect.DeepEqual(before.VIPs, after.VIPs) || len(after.Spec.Backends) != 1 {
+		t.Fatalf("one: %+v → %+v", before, after)
+	}
+	th, _ := e.Service(ctx, "three")
+	if th.Pending == "" || !strings.Contains(th.Pending, `"api-svc"`) {
+		t.Fatalf("three: %+v", th)
+	}
+	// Deleting the API service lets the config one have its VIP.
+	if err := e.DeleteService(ctx, "api-svc"); err != nil {
+		t.Fatal(err)
+	}
+	th, _ = e.Service(ctx, "three")
+	if th.Pending != "" || th.VIPs[0] != addr("198.51.100.1") {
+		t.Fatalf("three: %+v", th)
+	}
+
+	// A reload that would shrink a pool under an address in use is refused whole.
+	err := e.SyncConfig(ctx, []lb.Pool{mustPool(t, "cfg", true, "192.0.2.8/29")}, []lb.ServiceSpec{one, three})
+	var ce *lb.ConflictError
+	if !errors.As(err, &ce) {
+		t.Fatalf("shrinking reload: %v", err)
+	}
+	// An invalid service fails the reload with its field.
+	bad := svc("bad", 0)
+	err = e.SyncConfig(ctx, cfgPools, []lb.ServiceSpec{one, three, bad})
+	var fe *lb.FieldError
+	if !errors.As(err, &fe) || !strings.Contains(err.Error(), `"bad"`) {
+		t.Fatalf("bad service: %v", err)
+	}
+	// Dropping everything from the file: config items go, the API pool stays.
+	if err := e.SyncConfig(ctx, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	pools, _ := e.Pools(ctx)
+	if len(pools) != 1 || pools[0].Name != "api-pool" {
+		t.Fatalf("pools %+v", pools)
+	}
+	st, _ = mem.Load()
+	if len(st.Services)+len(st.Assignments) != 0 || len(st.Pools) != 1 {
+		t.Fatalf("stored %+v", st)
+	}
+}
+
+func TestSharingThroughTheEngine(t *testing.T) {
+	e := start(t, store.NewMem(), Options{})
+	if _, err := e.CreatePool(ctx, mustPool(t, "p", true, "192.0.2.0/29")); err != nil {
+		t.Fatal(err)
+	}
+	dnsTCP, dnsUDP := svc("dns-tcp", 53), svc("dns-udp", 53)
+	dnsUDP.Ports[0].Protocol = proxy.UDP
+	dnsTCP.SharingKey, dnsUDP.SharingKey = "dns", "dns"
+	a, _, err := e.PutService(ctx, dnsTCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _, err := e.PutService(ctx, dnsUDP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(a.VIPs, b.VIPs) {
+		t.Fatalf("not shared: %v %v", a.VIPs, b.VIPs)
+	}
+	if d := e.Desired(); len(d.VIPs) != 1 || len(d.Dataplane.Services) != 2 {
+		t.Fatalf("desired %+v", d)
+	}
+}
+
+func TestSubscribeLatestWins(t *testing.T) {
+	e := start(t, store.NewMem(), Options{})
+	ch := e.Subscribe()
+	if d := <-ch; len(d.VIPs) != 0 {
+		t.Fatalf("initial %+v", d)
+	}
+	if _, err := e.CreatePool(ctx, mustPool(t, "p", true, "192.0.2.0/24")); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 20; i++ { // nobody reads: the writer must not block
+		if _, _, err := e.PutService(ctx, svc(fmt.Sprint("s", i), 80)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := <-ch
+	if len(d.VIPs) != 20 || !reflect.DeepEqual(d, e.Desired()) {
+		t.Fatalf("latest: %d VIPs", len(d.VIPs))
+	}
+	select {
+	case d := <-ch:
+		t.Fatalf("stale value left behind: %d VIPs", len(d.VIPs))
+	default:
+	}
+}
+
+func TestConcurrentCallers(t *testing.T) {
+	mem := store.NewMem()
+	e := start(t, mem, Options{})
+	if _, err := e.CreatePool(ctx, mustPool(t, "p", true, "192.0.2.0/27")); err != nil {
+		t.Fatal(err)
+	}
+	ch := e.Subscribe()
+	stop := make(chan struct{})
+	var readers sync.WaitGroup
+	readers.Add(1)
+	go func() { // a subscriber reading as fast as it can
+		defer readers.Done()
+		for {
+			select {
+			case <-ch:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 40; i++ {
+				name := fmt.Sprintf("g%d-s%d", g, i%6)
+				var err error
+				switch i % 4 {
+				case 0, 1:
+					s := svc(name, uint16(80+i%3))
+					if i%3 == 0 {
+						s.SharingKey = "shared"
+					}
+					_, _, err = e.PutService(ctx, s)
+				case 2:
+					err = e.DeleteService(ctx, name)
+					if errors.Is(err, lb.ErrNotFound) {
+						err = nil
+					}
+				case 3:
+					_, err = e.Services(ctx)
+					if err == nil {
+						_, err = e.Pools(ctx)
+					}
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(stop)
+	readers.Wait()
+
+	// No address held by two services that may not share it, and the
+	// store says exactly what the engine says.
+	svcs, _ := e.Services(ctx)
+	holders := map[netip.Addr][]lb.ServiceStatus{}
+	for _, s := range svcs {
+		for _, ip := range s.VIPs {
+			holders[ip] = append(holders[ip], s)
+		}
+	}
+	for ip, hs := range holders {
+		for i := range hs {
+			for j := i + 1; j < len(hs); j++ {
+				a, b := hs[i].Spec, hs[j].Spec
+				if a.SharingKey == "" || a.SharingKey != b.SharingKey || a.Ports[0] == b.Ports[0] {
+					t.Fatalf("%s held by %s and %s", ip, a.Name, b.Name)
+				}
+			}
+		}
+	}
+	st, _ := mem.Load()
+	if len(st.Services) != len(svcs) {
+		t.Fatalf("store has %d services, engine %d", len(st.Services), len(svcs))
+	}
+	for _, s := range svcs {
+		if !reflect.DeepEqual(st.Assignments[s.Spec.Name], s.VIPs) && !(len(s.VIPs) == 0 && st.Assignments[s.Spec.Name] == nil) {
+			t.Fatalf("%s: store %v, engine %v", s.Spec.Name, st.Assignments[s.Spec.Name], s.VIPs)
+		}
+	}
+	t.Logf("%d services, %d addresses in use after 320 concurrent calls", len(svcs), len(holders))
+}
+
+// TestRestartRestoresFirst: an assignment stored for a service sorted late
+// is restored before a pending service sorted early allocates, so the
+// restart steals nothing.
+func TestRestartRestoresFirst(t *testing.T) {
+	st := store.NewState()
+	st.Pools["p"] = store.Pool{Pool: mustPool(t, "p", true, "192.0.2.0/31"), Origin: store.OriginAPI}
+	for _, n := range []string{"a-new", "z-old"} {
+		s := svc(n, 80)
+		lb.NormalizeService(&s)
+		st.Services[n] = store.Service{Spec: s, Origin: store.OriginAPI}
+	}
+	st.Assignments["z-old"] = []netip.Addr{addr("192.0.2.0")}
+	st.Assignments["gone"] = []netip.Addr{addr("192.0.2.1")} // no such service: cleaned up
+	mem := store.NewMemFrom(st)
+	e := start(t, mem, Options{})
+	old, _ := e.Service(ctx, "z-old")
+	nw, _ := e.Service(ctx, "a-new")
+	if old.VIPs[0] != addr("192.0.2.0") || nw.VIPs[0] != addr("192.0.2.1") {
+		t.Fatalf("z-old %v, a-new %v", old.VIPs, nw.VIPs)
+	}
+	got, _ := mem.Load()
+	if _, ok := got.Assignments["gone"]; ok || got.Assignments["a-new"][0] != addr("192.0.2.1") {
+		t.Fatalf("stored assignments %v", got.Assignments)
+	}
+}
+
+func TestRestartWithBolt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	open := func() *store.Bolt {
+		b, err := store.OpenBolt(path, store.BoltOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	b := open()
+	e, err := NewEngine(b, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); e.Run(c) }()
+	for _, p := range []lb.Pool{mustPool(t, "v4", true, "192.0.2.0/24"), mustPool(t, "v6", true, "2001:db8::/64"), mustPool(t, "man", false, "198.51.100.0/24")} {
+		if _, err := e.CreatePool(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 120; i++ {
+		s := svc(fmt.Sprint("s", i), 80)
+		switch i % 4 {
+		case 1:
+			s.Families = []lb.Family{lb.IPv4, lb.IPv6}
+		case 2:
+			s.VIPs = []netip.Addr{netip.AddrFrom4([4]byte{198, 51, 100, byte(i)})}
+		case 3:
+			s.Pool = "man"
+		}
+		if _, _, err := e.PutService(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Some churn so the allocation cursor is not where a fresh start puts it.
+	for i := 0; i < 120; i += 10 {
+		if err := e.DeleteService(ctx, fmt.Sprint("s", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, _ := e.Services(ctx)
+	desired := e.Desired()
+	cancel()
+	<-done
+	b.Close()
+
+	b = open()
+	defer b.Close()
+	e2 := start(t, b, Options{})
+	after, _ := e2.Services(ctx)
+	if !reflect.DeepEqual(before, after) {
+		t.Fatalf("services changed across the restart")
+	}
+	if !reflect.DeepEqual(desired, e2.Desired()) {
+		t.Fatal("desired state changed across the restart")
+	}
+	n := 0
+	for _, s := range after {
+		n += len(s.VIPs)
+	}
+	t.Logf("%d services, %d assignments identical after reopen", len(after), n)
+}

@@ -1,0 +1,38 @@
+package engine
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the engine's Prometheus series (standalone mode; the
+// Kubernetes controller has its own edgelb_k8s_ ones).
+type metrics struct {
+	poolSize    *prometheus.GaugeVec
+	poolUsed    *prometheus.GaugeVec
+	services    prometheus.Gauge
+	pending     prometheus.Gauge
+	allocations prometheus.Counter
+	restored    prometheus.Counter
+	commits     *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		poolSize: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "edgelb_pool_size", Help: "Addresses a pool may hand out (capped for huge IPv6 pools)."}, []string{"pool"}),
+		poolUsed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "edgelb_pool_used", Help: "Distinct addresses of a pool assigned to services."}, []string{"pool"}),
+		services: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "edgelb_services", Help: "Standalone services declared."}),
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "edgelb_pending_services", Help: "Services waiting for a VIP (see the API for why)."}),
+		allocations: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edgelb_allocations_total", Help: "Addresses newly assigned to services (restores not counted)."}),
+		restored: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edgelb_restored_assignments_total", Help: "Stored assignments restored at start-up."}),
+		commits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgelb_store_commits_total", Help: "State store writes by result (ok, error)."}, []string{"result"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.poolSize, m.poolUsed, m.services, m.pending, m.allocations, m.restored, m.commits)
+	}
+	return m
+}
