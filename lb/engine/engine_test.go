@@ -112,7 +112,9 @@ func TestDesiredState(t *testing.T) {
 		t.Fatalf("pending reason %q does not name the pool", st.Pending)
 	}
 
-	be := func(s string, w uint32) proxy.Backend { return proxy.Backend{Addr: netip.MustParseAddrPort(s), Weight: w} }
+	be := func(s string, w uint32) proxy.Backend {
+		return proxy.Backend{Addr: netip.MustParseAddrPort(s), Weight: w}
+	}
 	common := proxy.Service{Scheduler: proxy.WeightedRoundRobin, Method: proxy.NAT}
 	mk := func(name string, vip string, port uint16, proto proxy.Protocol, np uint16, aff time.Duration, bs ...proxy.Backend) proxy.Service {
 		s := common
