@@ -24,6 +24,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/edgelb/edgelb/lb"
 )
 
@@ -57,6 +59,8 @@ type State struct {
 	Since     time.Time `json:"since"`
 	Checks    uint64    `json:"checks"`
 	Failures  uint64    `json:"failures"`
+	// Transitions counts changes between healthy and unhealthy.
+	Transitions uint64 `json:"transitions"`
 }
 
 // Options configure a Checker.
@@ -69,11 +73,16 @@ type Options struct {
 	Logger   *slog.Logger
 	// Dialer dials TCP checks and HTTP connections (tests inject a namespace's dialer).
 	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Registerer, when set, receives the checker's metrics
+	// (edgelb_health_transitions_total, edgelb_health_checks_total,
+	// edgelb_backend_healthy).
+	Registerer prometheus.Registerer
 }
 
 // Checker owns the probe goroutines.
 type Checker struct {
 	opts   Options
+	met    *metrics
 	sem    chan struct{}
 	client *http.Client
 
@@ -102,7 +111,7 @@ func New(opts Options) *Checker {
 	if opts.Dialer == nil {
 		opts.Dialer = (&net.Dialer{}).DialContext
 	}
-	c := &Checker{opts: opts, sem: make(chan struct{}, opts.MaxInFlight), probes: map[key]*probe{}}
+	c := &Checker{opts: opts, met: newMetrics(opts.Registerer), sem: make(chan struct{}, opts.MaxInFlight), probes: map[key]*probe{}}
 	c.client = &http.Client{
 		Transport: &http.Transport{
 			DialContext:       opts.Dialer,
@@ -133,6 +142,9 @@ func (c *Checker) Set(targets []Target) {
 		if t, ok := want[k]; !ok || t.Check != p.t.Check {
 			p.cancel()
 			delete(c.probes, k)
+			if !ok {
+				c.met.forget(p.t)
+			}
 		}
 	}
 	for k, t := range want {
@@ -143,6 +155,7 @@ func (c *Checker) Set(targets []Target) {
 		p := &probe{t: t, cancel: cancel, done: make(chan struct{}),
 			state: State{Service: t.Service, Backend: t.Backend.String(), Healthy: true, Since: time.Now()}}
 		c.probes[k] = p
+		c.met.state(t, true, false)
 		go c.run(ctx, p)
 	}
 }
@@ -218,10 +231,13 @@ func (c *Checker) run(ctx context.Context, p *probe) {
 		}
 		if changed {
 			p.state.Since = time.Now()
+			p.state.Transitions++
 		}
 		st := p.state
 		p.mu.Unlock()
+		c.met.checked(p.t, err)
 		if changed {
+			c.met.state(p.t, st.Healthy, true)
 			c.opts.Logger.Info("backend health changed", "service", p.t.Service, "backend", p.t.Backend.String(),
 				"healthy", st.Healthy, "error", st.LastError)
 			if c.opts.OnChange != nil {
