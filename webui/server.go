@@ -35,6 +35,8 @@ type Options struct {
 	// Flows feeds the live view; nil shows no connections.
 	Flows     proxy.FlowSource
 	Reporters []announce.Reporter
+	// Health reports the active health checks for GET /api/v1/health (nil: none).
+	Health func() []BackendHealth
 	// Gatherer is what /metrics exposes (default prometheus.DefaultGatherer).
 	Gatherer prometheus.Gatherer
 	// Registerer, when set, receives the web UI's own metrics.
@@ -211,6 +213,7 @@ func (s *Server) routes() *echo.Echo {
 	read("/flows", s.listFlows)
 	read("/stats", s.getStats)
 	read("/announce", s.getAnnounce)
+	read("/health", s.getHealth)
 	read("/events", s.events)
 	write(http.MethodPost, "/pools", s.createPool)
 	write(http.MethodPut, "/pools/:name", s.updatePool)
