@@ -70,6 +70,11 @@ func (d *linkDevice) Addrs() (map[netip.Addr]bool, error) {
 		return out, err
 	}
 	as, err := d.nl.AddrList(l, netlink.FAMILY_ALL)
+	// A dump racing an address change (IPv6 addrconf on a fresh link) is
+	// flagged interrupted: read again.
+	for i := 0; i < 5 && errors.Is(err, netlink.ErrDumpInterrupted); i++ {
+		as, err = d.nl.AddrList(l, netlink.FAMILY_ALL)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("ipvs: list addresses of %s: %w", d.name, err)
 	}
