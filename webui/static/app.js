@@ -67,6 +67,7 @@ function connect() {
     state.stats = new Map((d.stats || []).map((s) => [s.frontend + '/' + s.protocol, s]));
     state.flows = new Map((d.flows || []).map((f) => [f.id, f]));
     state.flowsTotal = d.flowsTotal;
+    lastSummary = 0; // fresh data: announce it now
     schedule();
   });
   es.addEventListener('delta', (ev) => {
@@ -220,6 +221,11 @@ function renderPools() {
   $('#pool-table tbody').replaceChildren(...rows);
 }
 
+// samePort is the backend port when the service's only port names it.
+function samePort(ports) {
+  return ports && ports.length === 1 ? (ports[0].targetPort || ports[0].port) : '*';
+}
+
 function renderServices() {
   const rows = state.services.map((s) => {
     const sp = s.spec;
@@ -228,7 +234,7 @@ function renderServices() {
       el('td', {}, (s.assigned || []).join(', ') || ('pending' + (s.pending ? ': ' + s.pending : ''))),
       el('td', {}, (sp.ports || []).map((p) => p.port + '/' + (p.protocol || 'TCP') +
         (p.targetPort ? '→' + p.targetPort : '') + (p.nodePort ? ' (node ' + p.nodePort + ')' : '')).join(', ')),
-      el('td', {}, (sp.backends || []).map((b) => hostPort(b.address, b.port || '*') +
+      el('td', {}, (sp.backends || []).map((b) => hostPort(b.address, b.port || samePort(sp.ports)) +
         ' w' + (b.weight === undefined ? 1 : b.weight)).join(', ')),
       el('td', {}, sp.scheduler || 'wrr'), el('td', {}, sp.pool || 'auto'));
   });

@@ -1,0 +1,130 @@
+//go:build ui
+
+package webui
+
+import (
+	"context"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgelb/edgelb/webui/uitest"
+)
+
+// TestUIPage drives the real page in Debian's chromium against the fake
+// Manager and a fake FlowSource generating traffic: within 2 s the VIP's
+// backends show growing counters and live connections; a pool with an
+// overlapping range is refused with the error beside the field and nothing
+// created; a valid pool appears. It saves docs/screenshot.png.
+func TestUIPage(t *testing.T) {
+	if err := uitest.Available(); err != nil {
+		t.Skip(err)
+	}
+	m := newFakeManager()
+	m.seed(t)
+	src := newFakeFlows()
+	_, ts := startServer(t, m, func(o *Options) { o.Flows = src; o.BatchInterval = 100 * time.Millisecond })
+
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	frontend := netip.MustParseAddrPort("192.0.2.10:80")
+	backends := []netip.AddrPort{netip.MustParseAddrPort("198.51.100.2:8080"),
+		netip.MustParseAddrPort("198.51.100.3:8080"), netip.MustParseAddrPort("198.51.100.4:8080")}
+	gen := &flowGen{src: src, frontend: frontend, backends: backends, rate: 30, lifetime: 4 * time.Second}
+	go gen.run(ctx)
+	go func() { // traffic on open connections
+		tk := time.NewTicker(200 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tk.C:
+				src.growBytes(1500, 24000)
+			}
+		}
+	}()
+
+	b, err := uitest.NewBrowser(t.TempDir(), 1366, 900, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+
+	start := time.Now()
+	if err := b.Open(ts.URL + "/"); err != nil {
+		t.Fatal(err)
+	}
+	loaded := time.Since(start)
+	took, v1, err := b.WaitVIP(frontend.String(), 3, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("page loaded in %v; VIP %s with 3 active backends and %d live connections shown %v after navigation",
+		loaded.Round(time.Millisecond), frontend, v1.FlowsToIt, (loaded + took).Round(time.Millisecond))
+	if loaded+took > 2*time.Second {
+		t.Errorf("took %v (> 2 s) to show the VIP's backends and live connections", loaded+took)
+	}
+	if !strings.Contains(v1.Caption, "web") || v1.Rows[0].Weight != "1" || v1.Rows[2].Weight != "2" || v1.Rows[0].State != "active" {
+		t.Errorf("VIP table %+v", v1)
+	}
+
+	time.Sleep(time.Second)
+	v2, err := b.VIP(frontend.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range v1.Rows {
+		if v2.Rows[i].Total <= v1.Rows[i].Total {
+			t.Errorf("backend %s: total connections did not grow (%d → %d)", v2.Rows[i].Backend, v1.Rows[i].Total, v2.Rows[i].Total)
+		}
+		t.Logf("backend %s weight %s: total %d → %d, current %d, bytes in %s → %s", v2.Rows[i].Backend, v2.Rows[i].Weight,
+			v1.Rows[i].Total, v2.Rows[i].Total, v2.Rows[i].Current, v1.Rows[i].BytesIn, v2.Rows[i].BytesIn)
+	}
+
+	if err := b.SetToken(testToken); err != nil {
+		t.Fatal(err)
+	}
+	before := m.dump()
+	res, err := b.SubmitPool("overlap", []string{"198.51.100.0/24", "192.0.2.128/25"}, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("overlapping pool: page shows beside the addresses field: %q", res.AddressesError)
+	if !strings.Contains(res.AddressesError, `overlaps range "192.0.2.0/24" of pool "default"`) || res.Invalid != "pool-addresses" ||
+		res.OK != "" || res.FormError != "" {
+		t.Errorf("form after overlap: %+v", res)
+	}
+	if after := m.dump(); after != before {
+		t.Errorf("refused pool changed the store:\n%s\n---\n%s", before, after)
+	}
+	if ok, _ := b.HasPoolRow("overlap"); ok {
+		t.Error("the page lists the refused pool")
+	}
+	shot := filepath.Join("..", "docs", "screenshot.png")
+	if err := os.MkdirAll(filepath.Dir(shot), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Screenshot(shot); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(shot); err == nil {
+		t.Logf("screenshot: %s (%d bytes)", shot, fi.Size())
+	}
+
+	res, err = b.SubmitPool("lab", []string{"198.51.100.0/24"}, 5*time.Second)
+	if err != nil || res.OK == "" || res.AddressesError != "" {
+		t.Fatalf("valid pool: %+v %v", res, err)
+	}
+	if err := b.WaitPoolRow("lab", 2*time.Second); err != nil {
+		t.Fatalf("created pool not listed: %v", err)
+	}
+	if _, err := m.Pool(context.Background(), "lab"); err != nil {
+		t.Fatalf("pool not in the store: %v", err)
+	}
+	t.Logf("valid pool: %q, listed in the pools table", res.OK)
+	stop()
+}

@@ -1,0 +1,210 @@
+// Package uitest drives edgelb's page in Debian's chromium (headless, over
+// the DevTools pipe, via chromedp) for the ui-tagged browser tests: the
+// webui package's own test against fakes, and the lead's run against the
+// demo lab. It never downloads a browser: it uses /usr/bin/chromium.
+package uitest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// ChromiumPath is Debian's chromium (apt-get install chromium fonts-liberation).
+const ChromiumPath = "/usr/bin/chromium"
+
+// Browser is one headless chromium with one tab.
+type Browser struct {
+	ctx         context.Context
+	cancelAlloc context.CancelFunc
+	cancelTab   context.CancelFunc
+}
+
+// Available reports why chromium cannot run here, or nil.
+func Available() error {
+	if _, err := os.Stat(ChromiumPath); err != nil {
+		return fmt.Errorf("%s missing (lab/deps.sh ui installs chromium): %w", ChromiumPath, err)
+	}
+	return nil
+}
+
+// NewBrowser starts chromium with a throwaway profile in userDataDir and a
+// laptop-sized window. logf receives the page's console messages and errors.
+func NewBrowser(userDataDir string, width, height int, logf func(string, ...any)) (*Browser, error) {
+	if err := Available(); err != nil {
+		return nil, err
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(ChromiumPath),
+		chromedp.NoSandbox, // tests run as root
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.UserDataDir(userDataDir),
+		chromedp.WindowSize(width, height),
+	)
+	// No timeout on the parent: a deadline on the first Run would kill the browser.
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelTab := chromedp.NewContext(actx, chromedp.WithLogf(logf), chromedp.WithErrorf(logf))
+	b := &Browser{ctx: ctx, cancelAlloc: cancelAlloc, cancelTab: cancelTab}
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(int64(width), int64(height))); err != nil {
+		b.Close()
+		return nil, fmt.Errorf("uitest: start chromium: %w", err)
+	}
+	return b, nil
+}
+
+// Close shuts chromium down gracefully (so it removes its temporary files).
+func (b *Browser) Close() {
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	_ = chromedp.Cancel(ctx)
+	b.cancelTab()
+	b.cancelAlloc()
+}
+
+// Ctx is the tab's context, for chromedp actions of your own.
+func (b *Browser) Ctx() context.Context { return b.ctx }
+
+// Open navigates to the page.
+func (b *Browser) Open(url string) error {
+	return chromedp.Do(b.ctx, chromedp.Navigate(url))
+}
+
+// BackendRow is one row of a VIP table as the page shows it.
+type BackendRow struct {
+	Backend string `json:"backend"`
+	Weight  string `json:"weight"`
+	State   string `json:"state"`
+	Current int64  `json:"current"`
+	Total   int64  `json:"total"`
+	BytesIn string `json:"bytesIn"`
+}
+
+// VIPView is what the page shows for one frontend, plus the live-connection rows.
+type VIPView struct {
+	Found     bool         `json:"found"`
+	Caption   string       `json:"caption"`
+	Rows      []BackendRow `json:"rows"`
+	FlowRows  int          `json:"flowRows"`
+	FlowsToIt int          `json:"flowsToIt"`
+	Live      string       `json:"live"`
+}
+
+const readVIP = `((frontend) => {
+  const t = [...document.querySelectorAll('table.vip')].find((t) => t.dataset.frontend === frontend);
+  const flows = [...document.querySelectorAll('#flow-table tbody tr[data-flow]')];
+  const out = { found: !!t, caption: '', rows: [], flowRows: flows.length,
+    flowsToIt: flows.filter((r) => r.children[1].textContent === frontend).length,
+    live: document.querySelector('#conn').textContent };
+  if (!t) return out;
+  out.caption = t.querySelector('caption').textContent;
+  for (const r of t.querySelectorAll('tbody tr')) {
+    const c = [...r.children].map((x) => x.textContent);
+    out.rows.push({ backend: c[0], weight: c[1], state: c[2], current: +c[3], total: +c[4], bytesIn: c[5] });
+  }
+  return out;
+})(%s)`
+
+// VIP reads the table of one frontend ("192.0.2.10:80").
+func (b *Browser) VIP(frontend string) (VIPView, error) {
+	return chromedp.Run(b.ctx, chromedp.Evaluate[VIPView](fmt.Sprintf(readVIP, strconv.Quote(frontend))))
+}
+
+// WaitVIP polls until the page shows frontend with at least `backends`
+// rows whose total connections are all > 0 and at least one live
+// connection to it, or until within passes. It returns how long it took.
+func (b *Browser) WaitVIP(frontend string, backends int, within time.Duration) (time.Duration, VIPView, error) {
+	start := time.Now()
+	cond := fmt.Sprintf(`(() => { const v = %s; return v.found && v.flowsToIt > 0 &&
+	  v.rows.filter((r) => r.total > 0).length >= %d; })()`, fmt.Sprintf(readVIP, strconv.Quote(frontend)), backends)
+	_, err := chromedp.Run(b.ctx, chromedp.Poll[bool](cond, chromedp.WithPollingInterval(20*time.Millisecond),
+		chromedp.WithPollingTimeout(within)))
+	took := time.Since(start)
+	v, verr := b.VIP(frontend)
+	if err != nil {
+		return took, v, fmt.Errorf("page did not show %s with %d active backends and live connections within %v (now: %+v): %w",
+			frontend, backends, within, v, err)
+	}
+	return took, v, verr
+}
+
+// SetToken types the API token into the page's token form.
+func (b *Browser) SetToken(token string) error {
+	if err := chromedp.Do(b.ctx,
+		chromedp.SetValue(chromedp.CSS("#token"), token),
+		chromedp.Click(chromedp.CSS("#token-form button")),
+	); err != nil {
+		return err
+	}
+	return b.poll(`document.querySelector('#token-state').textContent.includes('token set')`, 5*time.Second)
+}
+
+// poll waits until the JavaScript expression is truthy.
+func (b *Browser) poll(expr string, within time.Duration) error {
+	_, err := chromedp.Run(b.ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(within),
+		chromedp.WithPollingInterval(20*time.Millisecond)))
+	return err
+}
+
+// FormResult is what the pool form shows after a submit.
+type FormResult struct {
+	NameError      string `json:"nameError"`
+	AddressesError string `json:"addressesError"`
+	FormError      string `json:"formError"`
+	OK             string `json:"ok"`
+	Invalid        string `json:"invalid"` // id of the field marked aria-invalid
+}
+
+const readForm = `(() => ({
+  nameError: document.querySelector('#pool-name-error').textContent,
+  addressesError: document.querySelector('#pool-addresses-error').textContent,
+  formError: document.querySelector('#pool-form-error').textContent,
+  ok: document.querySelector('#pool-form-ok').textContent,
+  invalid: (document.querySelector('#pool-form [aria-invalid=true]') || {}).id || '' }))()`
+
+// SubmitPool fills the create-pool form (addresses one per line) and waits
+// for the page's answer: an error beside a field, under the form, or success.
+func (b *Browser) SubmitPool(name string, addresses []string, within time.Duration) (FormResult, error) {
+	err := chromedp.Do(b.ctx,
+		chromedp.SetValue(chromedp.CSS("#pool-name"), name),
+		chromedp.SetValue(chromedp.CSS("#pool-addresses"), strings.Join(addresses, "\n")),
+		chromedp.Click(chromedp.CSS("#pool-submit")),
+	)
+	if err == nil {
+		err = b.poll(`(() => { const r = `+readForm+`; return !!(r.nameError || r.addressesError || r.formError || r.ok); })()`, within)
+	}
+	if err != nil {
+		return FormResult{}, fmt.Errorf("pool form gave no answer: %w", err)
+	}
+	return chromedp.Run(b.ctx, chromedp.Evaluate[FormResult](readForm))
+}
+
+// HasPoolRow reports whether the pools table lists name.
+func (b *Browser) HasPoolRow(name string) (bool, error) {
+	return chromedp.Run(b.ctx, chromedp.Evaluate[bool](fmt.Sprintf(
+		`!!document.querySelector('#pool-table tr[data-pool=%s]')`, strconv.Quote(name))))
+}
+
+// WaitPoolRow waits until the pools table lists name.
+func (b *Browser) WaitPoolRow(name string, within time.Duration) error {
+	return b.poll(fmt.Sprintf(`!!document.querySelector('#pool-table tr[data-pool=%s]')`, strconv.Quote(name)), within)
+}
+
+// Screenshot writes a full-page PNG.
+func (b *Browser) Screenshot(path string) error {
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		return fmt.Errorf("uitest: screenshot: %w", err)
+	}
+	if len(png) < 8 || string(png[1:4]) != "PNG" {
+		return errors.New("uitest: screenshot is not a PNG")
+	}
+	return os.WriteFile(path, png, 0o644)
+}
