@@ -38,10 +38,13 @@ func (e *Engine) refresh() {
 // of one family (IPv4 when it has any): a VIP-less key has no family.
 func (e *Engine) desired() Desired {
 	d := Desired{Dataplane: proxy.Config{NodeAddrs: slices.Clone(e.opts.NodeAddrs)}}
+	// vips: every assigned address → whether some service on it still
+	// wants it announced (a withdrawn all-down service does not).
 	vips := map[netip.Addr]bool{}
 	for _, n := range store.Names(e.svcs) {
 		s := &e.svcs[n].Spec
 		ips := e.alloc.IPs(n)
+		first := len(d.Dataplane.Services)
 		for k := range s.Ports {
 			p := &s.Ports[k]
 			if len(ips) == 0 {
@@ -54,11 +57,25 @@ func (e *Engine) desired() Desired {
 				d.Dataplane.Services = append(d.Dataplane.Services, e.proxyService(s, p, ip))
 			}
 		}
+		announced := true
+		if allDown(d.Dataplane.Services[first:]) {
+			switch e.opts.AllDown {
+			case AllDownWithdraw:
+				announced = false
+			default: // keep: back to the configured weights
+				for i := first; i < len(d.Dataplane.Services); i++ {
+					d.Dataplane.Services[i] = e.proxyServiceWeights(s, d.Dataplane.Services[i])
+				}
+			}
+		}
 		for _, ip := range ips {
-			vips[ip] = true
+			vips[ip] = vips[ip] || announced
 		}
 	}
-	for ip := range vips {
+	for ip, announced := range vips {
+		if !announced {
+			continue
+		}
 		v := announce.VIP{Addr: ip}
 		if pool, ok := e.alloc.PoolOf(ip); ok {
 			a := e.pools[pool].Advertisement
@@ -74,6 +91,34 @@ func (e *Engine) desired() Desired {
 	return d
 }
 
+// allDown reports whether the rendered services of one spec have backends
+// and every one of them is marked down (weight 0: a configured weight of 0
+// renders as 1, so 0 only ever means down).
+func allDown(svcs []proxy.Service) bool {
+	n := 0
+	for _, ps := range svcs {
+		for _, b := range ps.Backends {
+			if b.Weight != 0 {
+				return false
+			}
+			n++
+		}
+	}
+	return n > 0
+}
+
+// proxyServiceWeights restores the configured weights of ps's backends
+// (the all-down keep policy) by rendering it as if nothing were down.
+func (e *Engine) proxyServiceWeights(s *lb.ServiceSpec, ps proxy.Service) proxy.Service {
+	for k := range s.Ports {
+		p := &s.Ports[k]
+		if p.Port == ps.Port && p.Protocol == ps.Protocol {
+			return e.render(s, p, ps.VIP, nil)
+		}
+	}
+	return ps
+}
+
 func compareAddr(a, b netip.Addr) int {
 	if a.Is4() != b.Is4() {
 		if a.Is4() {
@@ -86,6 +131,11 @@ func compareAddr(a, b netip.Addr) int {
 
 // proxyService renders one port of s on vip (invalid: node port only).
 func (e *Engine) proxyService(s *lb.ServiceSpec, p *lb.PortSpec, vip netip.Addr) proxy.Service {
+	return e.render(s, p, vip, e.unhealthy[s.Name])
+}
+
+// render is proxyService with the backends marked down given explicitly.
+func (e *Engine) render(s *lb.ServiceSpec, p *lb.PortSpec, vip netip.Addr, down map[netip.AddrPort]bool) proxy.Service {
 	name := s.Name + "/" + p.Name
 	if p.Name == "" {
 		name = fmt.Sprintf("%s/%d-%s", s.Name, p.Port, p.Protocol)
@@ -96,7 +146,6 @@ func (e *Engine) proxyService(s *lb.ServiceSpec, p *lb.PortSpec, vip netip.Addr)
 	if !vip.IsValid() {
 		is4 = len(s.Backends) == 0 || slices.ContainsFunc(s.Backends, func(b lb.BackendSpec) bool { return b.Addr.Is4() })
 	}
-	down := e.unhealthy[s.Name]
 	for _, b := range s.Backends {
 		if b.Addr.Is4() != is4 {
 			continue // NAT does not cross families

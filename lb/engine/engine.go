@@ -32,11 +32,29 @@ type Options struct {
 	NodePortRange lb.PortRange
 	// NodeAddrs are the gateway's own addresses node ports listen on.
 	NodeAddrs []netip.Addr
+	// AllDown is what happens when every backend of a service is marked
+	// down by its health check (lb/config's health.allDown); empty means
+	// AllDownKeep.
+	AllDown AllDownPolicy
 	// Registry, when set, gets the engine's Prometheus metrics.
 	Registry prometheus.Registerer
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
+
+// AllDownPolicy decides what a service whose backends are all down does.
+type AllDownPolicy string
+
+const (
+	// AllDownKeep keeps every backend in rotation at its configured weight:
+	// when every check fails the checks may be what is wrong, and a guess
+	// beats a blackhole.
+	AllDownKeep AllDownPolicy = "keep"
+	// AllDownWithdraw stops announcing the service's VIPs (unless another
+	// service sharing a VIP still has a healthy backend) so routers and peers
+	// fail over; the dataplane keeps the service with every weight 0.
+	AllDownWithdraw AllDownPolicy = "withdraw"
+)
 
 // Desired is what the dataplane and the announcers should converge to.
 // Subscribers must treat it as read-only (it is shared).
