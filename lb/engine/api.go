@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"net/netip"
 	"reflect"
+	"slices"
 
 	"github.com/edgelb/edgelb/lb"
 	"github.com/edgelb/edgelb/lb/store"
+	"github.com/edgelb/edgelb/proxy"
 )
 
 // Every method below runs on the engine goroutine through do; the bodies
@@ -170,7 +172,15 @@ func (e *Engine) validate(spec *lb.ServiceSpec, pools map[string]store.Pool, svc
 			o.Others = append(o.Others, s.Spec)
 		}
 	}
-	return lb.ValidateService(spec, o)
+	if err := lb.ValidateService(spec, o); err != nil {
+		return err
+	}
+	if e.opts.Methods != nil && !slices.Contains(e.opts.Methods, spec.Method) {
+		return &lb.FieldError{Field: "method", Value: string(spec.Method),
+			Err: fmt.Errorf("the running dataplane can do only %v (dr and tunnel need the IPVS dataplane; a method is never downgraded): %w",
+				e.opts.Methods, proxy.ErrUnsupported)}
+	}
+	return nil
 }
 
 // PutService creates or replaces a standalone service (a new one has

@@ -36,6 +36,10 @@ type Options struct {
 	// down by its health check (lb/config's health.allDown); empty means
 	// AllDownKeep.
 	AllDown AllDownPolicy
+	// Methods are the forwarding methods the running dataplane can do; a
+	// service asking for another is refused (*lb.FieldError on "method")
+	// and nothing changes, never downgraded. nil allows every method.
+	Methods []proxy.Method
 	// Registry, when set, gets the engine's Prometheus metrics.
 	Registry prometheus.Registerer
 	// Logger; nil discards.

@@ -1,10 +1,13 @@
 package engine
 
 import (
+	"errors"
 	"net/netip"
 	"testing"
 
+	"github.com/edgelb/edgelb/lb"
 	"github.com/edgelb/edgelb/lb/store"
+	"github.com/edgelb/edgelb/proxy"
 )
 
 // TestAllDownPolicy: with keep, a service whose backends are all down goes
@@ -73,5 +76,32 @@ func TestAllDownPolicy(t *testing.T) {
 				t.Fatalf("one back: weights %v, %d VIPs announced", w, n)
 			}
 		})
+	}
+}
+
+// TestMethodsOfTheDataplane: a method the running dataplane cannot do is
+// refused on "method" (wrapping proxy.ErrUnsupported) and nothing is stored.
+func TestMethodsOfTheDataplane(t *testing.T) {
+	e := start(t, store.NewMem(), Options{Methods: []proxy.Method{proxy.NAT, proxy.NATNoSNAT}})
+	if _, err := e.CreatePool(ctx, mustPool(t, "p", true, "192.0.2.0/29")); err != nil {
+		t.Fatal(err)
+	}
+	s := svc("tun", 80, "198.51.100.2")
+	s.Method = proxy.Tunnel
+	_, _, err := e.PutService(ctx, s)
+	var fe *lb.FieldError
+	if !errors.As(err, &fe) || fe.Field != "method" || !errors.Is(err, proxy.ErrUnsupported) {
+		t.Fatalf("tunnel on an nftables-only engine: %v", err)
+	}
+	t.Logf("refused: %v", err)
+	if _, err := e.Service(ctx, "tun"); !errors.Is(err, lb.ErrNotFound) {
+		t.Fatalf("refused service stored: %v", err)
+	}
+	if d := e.Desired(); len(d.Dataplane.Services) != 0 || len(d.VIPs) != 0 {
+		t.Fatalf("refused service rendered: %+v", d)
+	}
+	s.Method = proxy.NATNoSNAT
+	if _, _, err := e.PutService(ctx, s); err != nil {
+		t.Fatal(err)
 	}
 }
