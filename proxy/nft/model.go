@@ -126,7 +126,26 @@ type svcState struct {
 	id   uint32 // tagged (idTag | n)
 	pick pick
 	post post
-	be   [][]byte // bucket i → backend addr . port
+	// be holds bucket i's backend (addr . port) at i*stride: one block
+	// instead of a slice per bucket keeps the model cheap for the GC.
+	be  []byte
+	gen uint64 // the Apply that last saw it (see Dataplane.plan)
+}
+
+// stride is the length of one backend value.
+func (st *svcState) stride() int {
+	if st.v6 {
+		return 20
+	}
+	return 8
+}
+
+// buckets is N.
+func (st *svcState) buckets() int { return len(st.be) / st.stride() }
+
+func (st *svcState) bucket(i int) []byte {
+	n := st.stride()
+	return st.be[i*n : (i+1)*n : (i+1)*n]
 }
 
 // frontend is one address:port/proto a service answers on; node ports use
@@ -172,7 +191,10 @@ func sameInput(a, b *proxy.Service) bool {
 		return false
 	}
 	for i := range a.Backends {
-		if a.Backends[i] != b.Backends[i] {
+		x, y := &a.Backends[i], &b.Backends[i]
+		// Field by field: much cheaper than the generated struct equality,
+		// and every Apply compares every backend of every service.
+		if x.Weight != y.Weight || x.Draining != y.Draining || x.Addr.Port() != y.Addr.Port() || x.Addr.Addr() != y.Addr.Addr() {
 			return false
 		}
 	}
@@ -279,11 +301,53 @@ func prepare(s *proxy.Service) (*svcState, error) {
 			w[i] = c.w
 		}
 	}
-	for _, i := range bucketOrder(w) {
-		st.be = append(st.be, encBackend(elig[i].ap))
+	order := bucketOrder(w)
+	st.be = make([]byte, 0, len(order)*st.stride())
+	for _, i := range order {
+		st.be = append(st.be, encBackend(elig[i].ap)...)
 	}
-	st.pick.n = len(st.be)
+	st.pick.n = len(order)
 	return st, nil
+}
+
+// keepPositions rearranges a re-rendered service's buckets so every bucket
+// whose backend is still wanted keeps it: changing one backend among ten
+// rewrites one element, not the nine that would shift, and a hash scheduler
+// (sh, dh) keeps its clients on their backends. Only when N is unchanged:
+// with another N the modulus moves every client anyway.
+func (st *svcState) keepPositions(old *svcState) {
+	n, stride := st.buckets(), st.stride()
+	if old == nil || old.v6 != st.v6 || old.buckets() != n || n == 0 {
+		return
+	}
+	left := map[string]int{} // wanted backend → buckets still to place
+	for i := 0; i < n; i++ {
+		left[string(st.bucket(i))]++
+	}
+	out := make([]byte, len(st.be))
+	placed := make([]bool, n)
+	for i := 0; i < n; i++ {
+		if b := old.bucket(i); left[string(b)] > 0 {
+			left[string(b)]--
+			copy(out[i*stride:], b)
+			placed[i] = true
+		}
+	}
+	// The rest, in the fresh layout's (interleaved) order.
+	j := 0
+	for i := 0; i < n; i++ {
+		b := st.bucket(i)
+		if left[string(b)] == 0 {
+			continue
+		}
+		left[string(b)]--
+		for placed[j] {
+			j++
+		}
+		copy(out[j*stride:], b)
+		placed[j] = true
+	}
+	st.be = out
 }
 
 // bucketCounts turns weights into per-backend bucket counts: exact after

@@ -61,8 +61,11 @@ type Dataplane struct {
 	// its service id, so a restarted daemon keeps ids (and affinity entries)
 	// instead of rewriting every element.
 	hints  map[string]uint32
-	synced bool // the kernel was read back since New or Cleanup
-	dirty  bool // a write failed: the kernel may differ from the model
+	hintBE map[uint32]map[uint32]string // id → bucket → backend, as found
+	gen    uint64                       // Apply counter, marks the services a Config names
+	order  []*svcState                  // the last Config's services, in its order (nil: refused or unknown)
+	synced bool                         // the kernel was read back since New or Cleanup
+	dirty  bool                         // a write failed: the kernel may differ from the model
 	stats  Stats
 }
 
@@ -107,7 +110,10 @@ func kernelErr(op string, err error) error {
 
 // sndbuf is the send buffer asked for: a cold sync of 10,000 services is
 // ~5 MB of elements, sent in batches of budget bytes.
-const sndbuf = 8 << 20
+const (
+	sndbuf = 8 << 20
+	rcvbuf = 4 << 20
+)
 
 func (d *Dataplane) dial() error {
 	d.budget = 1 << 20
@@ -120,6 +126,10 @@ func (d *Dataplane) dial() error {
 		var serr error
 		if err := rc.Control(func(fd uintptr) {
 			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, sndbuf)
+			// Every message of a batch is acknowledged before we read.
+			if serr == nil {
+				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rcvbuf)
+			}
 		}); err != nil {
 			return err
 		}
@@ -161,7 +171,7 @@ func (d *Dataplane) reset() {
 	d.fronts = map[frontend]proxy.Key{}
 	d.nodes = map[netip.Addr]bool{}
 	d.chains = map[famChain]int{}
-	d.hints = nil
+	d.hints, d.hintBE, d.order = nil, nil, nil
 	d.synced, d.dirty = false, false
 	if d.nextID == 0 {
 		d.nextID = idTag + 1
@@ -216,7 +226,7 @@ func (d *Dataplane) Apply(ctx context.Context, cfg proxy.Config) error {
 		d.dirty = true
 		return err
 	}
-	d.synced, d.dirty, d.hints = true, false, nil
+	d.synced, d.dirty, d.hints, d.hintBE = true, false, nil, nil
 	return nil
 }
 
@@ -289,46 +299,81 @@ type changes struct {
 	olds    []*svcState // what each upsert replaces (nil: new)
 	removes []*svcState
 	nodes   map[netip.Addr]bool // nil: unchanged
+	order   []*svcState         // the Config's services in its order
 }
 
 // plan validates cfg and computes what changes. It does not touch the model.
 func (d *Dataplane) plan(cfg proxy.Config) (*changes, error) {
 	ch := &changes{}
 	var errs []error
-	seen := make(map[proxy.Key]int, len(cfg.Services))
+	// Mark the model's services this Config names (no per-Apply map of all
+	// keys: a one-service change among 10,000 should cost little more than
+	// reading the Config).
+	d.gen++
+	gen, visited := d.gen, 0
+	var fresh map[proxy.Key]int // keys new to the model, for duplicates
 	usedHints := map[uint32]bool{}
+	order := make([]*svcState, len(cfg.Services))
 	for i := range cfg.Services {
 		s := &cfg.Services[i]
-		key := s.Key()
-		if j, dup := seen[key]; dup {
-			errs = append(errs, svcError(s, fmt.Errorf("listed twice (services %d and %d)", j, i)))
-			continue
+		var old *svcState
+		// The engine hands services over in a stable order: try the one at
+		// the same position last time before hashing the key.
+		if i < len(d.order) && d.order[i] != nil && d.order[i].in.VIP == s.VIP && d.order[i].in.Port == s.Port &&
+			d.order[i].in.NodePort == s.NodePort && d.order[i].in.Protocol == s.Protocol {
+			old = d.order[i]
+		} else {
+			old = d.svcs[s.Key()]
 		}
-		seen[key] = i
-		old := d.svcs[key]
-		if old != nil && sameInput(&old.in, s) {
-			continue
+		key := s.Key()
+		if old != nil {
+			if old.gen == gen {
+				errs = append(errs, svcError(s, fmt.Errorf("listed twice (service %d)", i)))
+				continue
+			}
+			old.gen = gen
+			visited++
+			if sameInput(&old.in, s) {
+				order[i] = old
+				continue
+			}
+		} else {
+			if fresh == nil {
+				fresh = map[proxy.Key]int{}
+			}
+			if j, dup := fresh[key]; dup {
+				errs = append(errs, svcError(s, fmt.Errorf("listed twice (services %d and %d)", j, i)))
+				continue
+			}
+			fresh[key] = i
 		}
 		st, err := prepare(s)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
+		st.gen = gen
+		order[i] = st
 		switch {
 		case old != nil:
 			st.id = old.id
+			st.keepPositions(old)
 		default:
 			if id, ok := d.hint(st); ok && !usedHints[id] {
 				st.id = id
 				usedHints[id] = true
+				// A restarted daemon keeps the buckets as they are.
+				st.keepPositions(d.kernelLayout(id, st.v6))
 			}
 		}
 		ch.upserts = append(ch.upserts, st)
 		ch.olds = append(ch.olds, old)
 	}
-	for key, st := range d.svcs {
-		if _, ok := seen[key]; !ok {
-			ch.removes = append(ch.removes, st)
+	if visited < len(d.svcs) {
+		for _, st := range d.svcs {
+			if st.gen != gen {
+				ch.removes = append(ch.removes, st)
+			}
 		}
 	}
 	errs = append(errs, d.checkFrontends(ch)...)
@@ -357,6 +402,7 @@ func (d *Dataplane) plan(cfg proxy.Config) (*changes, error) {
 			st.id = id
 		}
 	}
+	ch.order = order
 	return ch, nil
 }
 
@@ -464,6 +510,7 @@ func (d *Dataplane) commit(ch *changes) (created, deleted []famChain) {
 	if ch.nodes != nil {
 		d.nodes = ch.nodes
 	}
+	d.order = ch.order
 	for c := range d.chains {
 		if !before[c] {
 			created = append(created, c)

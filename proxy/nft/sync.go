@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -57,7 +58,8 @@ func rank(set string) int {
 // elems renders a service into its set elements.
 func (st *svcState) elems() []elem {
 	val := encU32(st.id)
-	out := make([]elem, 0, len(st.be)+4)
+	n := st.buckets()
+	out := make([]elem, 0, n+4)
 	if st.key.VIP.IsValid() {
 		out = append(out, elem{v6: st.v6, set: setVIP, key: encVIPKey(st.key.VIP, st.key.Protocol, st.key.Port), val: val})
 	}
@@ -66,8 +68,8 @@ func (st *svcState) elems() []elem {
 	}
 	out = append(out, elem{v6: st.v6, set: setDispatch, key: encU32(st.id), chain: st.pick.chain()},
 		elem{v6: st.v6, set: setPost, key: encU32(st.id), chain: st.post.chain()})
-	for i, b := range st.be {
-		out = append(out, elem{v6: st.v6, set: setBE, key: encBucketKey(st.id, i), val: b})
+	for i := 0; i < n; i++ {
+		out = append(out, elem{v6: st.v6, set: setBE, key: encBucketKey(st.id, i), val: st.bucket(i)})
 	}
 	return out
 }
@@ -139,6 +141,30 @@ func pack(units []unit, budget int) []*batch {
 	return append(out, cur)
 }
 
+// sortElems puts writes in order: by rank (see rank; reversed for adds),
+// then grouped by table and set so each message carries many elements.
+func sortElems(es []elem, adds bool) {
+	cmp := func(x, y elem) int {
+		r := rank(x.set) - rank(y.set)
+		if adds {
+			r = -r
+		}
+		if r != 0 {
+			return r
+		}
+		if x.v6 != y.v6 {
+			if x.v6 {
+				return 1
+			}
+			return -1
+		}
+		return strings.Compare(x.set, y.set)
+	}
+	if !slices.IsSortedFunc(es, cmp) {
+		slices.SortStableFunc(es, cmp)
+	}
+}
+
 // maxMsgElems keeps one element message well below the 64 KiB a netlink
 // attribute can hold.
 const maxMsgElems = 400
@@ -204,27 +230,8 @@ func (d *Dataplane) flush(ctx context.Context, bs []*batch) error {
 			}
 			msgs++
 		}
-		byTarget := func(x, y elem) int {
-			if x.v6 != y.v6 {
-				if x.v6 {
-					return 1
-				}
-				return -1
-			}
-			return 0
-		}
-		slices.SortStableFunc(b.del, func(x, y elem) int {
-			if r := rank(x.set) - rank(y.set); r != 0 {
-				return r
-			}
-			return byTarget(x, y)
-		})
-		slices.SortStableFunc(b.add, func(x, y elem) int {
-			if r := rank(y.set) - rank(x.set); r != 0 {
-				return r
-			}
-			return byTarget(x, y)
-		})
+		sortElems(b.del, false)
+		sortElems(b.add, true)
 		n, err := d.writeElems(c, b.del, true)
 		msgs += n
 		if err == nil {
@@ -321,12 +328,12 @@ func (d *Dataplane) incremental(ctx context.Context, ch *changes, created, delet
 
 // lostBackends reports whether new no longer uses a backend old did.
 func lostBackends(old, new *svcState) bool {
-	keep := make(map[string]bool, len(new.be))
-	for _, b := range new.be {
-		keep[string(b)] = true
+	keep := make(map[string]bool, new.buckets())
+	for i := 0; i < new.buckets(); i++ {
+		keep[string(new.bucket(i))] = true
 	}
-	for _, b := range old.be {
-		if !keep[string(b)] {
+	for i := 0; i < old.buckets(); i++ {
+		if !keep[string(old.bucket(i))] {
 			return true
 		}
 	}
@@ -342,8 +349,8 @@ func (d *Dataplane) purgeAffinity(ctx context.Context, svcs []*svcState) error {
 	want := map[uint32]map[string]bool{}
 	for _, st := range svcs {
 		keep := map[string]bool{}
-		for _, b := range st.be {
-			keep[string(b)] = true
+		for i := 0; i < st.buckets(); i++ {
+			keep[string(st.bucket(i))] = true
 		}
 		want[st.id] = keep
 	}
@@ -493,6 +500,7 @@ func decodeVerdict(b []byte) string {
 // new ids never collide with ids still in the kernel.
 func (d *Dataplane) adopt(s *snapshot) {
 	d.hints = map[string]uint32{}
+	d.hintBE = map[uint32]map[uint32]string{}
 	maxID := uint32(0)
 	for _, f := range fams {
 		ts := s.of(f.v6)
@@ -506,9 +514,19 @@ func (d *Dataplane) adopt(s *snapshot) {
 			}
 		}
 		for _, set := range []string{setDispatch, setPost, setBE} {
-			for k := range ts.elems[set] {
-				if len(k) >= 4 {
-					maxID = max(maxID, decU32([]byte(k[:4])))
+			for k, v := range ts.elems[set] {
+				if len(k) < 4 {
+					continue
+				}
+				id := decU32([]byte(k[:4]))
+				maxID = max(maxID, id)
+				if set == setBE && len(k) == 8 {
+					m := d.hintBE[id]
+					if m == nil {
+						m = map[uint32]string{}
+						d.hintBE[id] = m
+					}
+					m[decU32([]byte(k[4:]))] = v
 				}
 			}
 		}
@@ -516,6 +534,24 @@ func (d *Dataplane) adopt(s *snapshot) {
 	if maxID >= d.nextID {
 		d.nextID = maxID + 1
 	}
+}
+
+// kernelLayout is the bucket layout the kernel holds for id (as a service
+// state keepPositions can compare with), or nil.
+func (d *Dataplane) kernelLayout(id uint32, v6 bool) *svcState {
+	m := d.hintBE[id]
+	if len(m) == 0 {
+		return nil
+	}
+	old := &svcState{v6: v6}
+	for i := 0; i < len(m); i++ {
+		v, ok := m[uint32(i)]
+		if !ok || len(v) != old.stride() {
+			return nil
+		}
+		old.be = append(old.be, v...)
+	}
+	return old
 }
 
 // hint returns the id the kernel already uses for a service's frontend.
@@ -545,36 +581,37 @@ func (d *Dataplane) fullSync(ctx context.Context, s *snapshot) error {
 		post = append(post, q...)
 	}
 
-	// Element differences, as single-element units in write order.
-	want := map[string]elem{}
+	// Element differences. The kernel's maps are consumed as they match,
+	// so what is left over is what edgelb no longer wants.
+	var dels, adds []elem
+	add := func(e elem) {
+		have := s.of(e.v6).elems[e.set]
+		if v, ok := have[string(e.key)]; ok {
+			delete(have, string(e.key))
+			if v == e.value() {
+				return
+			}
+			dels = append(dels, e)
+		}
+		adds = append(adds, e)
+	}
 	for _, st := range d.svcs {
 		for _, e := range st.elems() {
-			want[e.id()] = e
+			add(e)
 		}
 	}
 	for a := range d.nodes {
-		e := nodeElem(a)
-		want[e.id()] = e
+		add(nodeElem(a))
 	}
-	var dels, adds []elem
 	for _, f := range fams {
-		ts := s.of(f.v6)
 		for _, set := range staticSets {
-			for k, v := range ts.elems[set] {
-				e := elem{v6: f.v6, set: set, key: []byte(k)}
-				if w, ok := want[e.id()]; !ok || w.value() != v {
-					dels = append(dels, e)
-				}
+			for k := range s.of(f.v6).elems[set] {
+				dels = append(dels, elem{v6: f.v6, set: set, key: []byte(k)})
 			}
 		}
 	}
-	for _, e := range want {
-		if v, ok := s.of(e.v6).elems[e.set][string(e.key)]; !ok || e.value() != v {
-			adds = append(adds, e)
-		}
-	}
-	slices.SortStableFunc(dels, func(x, y elem) int { return rank(x.set) - rank(y.set) })
-	slices.SortStableFunc(adds, func(x, y elem) int { return rank(y.set) - rank(x.set) })
+	sortElems(dels, false)
+	sortElems(adds, true)
 	units := make([]unit, 0, len(dels)+len(adds))
 	for _, e := range dels {
 		units = append(units, unit{del: []elem{e}})
