@@ -145,17 +145,17 @@ func New(cs kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Control
 		return nil, err
 	}
 	desired := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { c.desiredQ.Add(keyAll) },
-		UpdateFunc: func(any, any) { c.desiredQ.Add(keyAll) },
-		DeleteFunc: func(any) { c.desiredQ.Add(keyAll) },
+		AddFunc:    func(any) { c.kickDesired() },
+		UpdateFunc: func(any, any) { c.kickDesired() },
+		DeleteFunc: func(any) { c.kickDesired() },
 	}
 	if _, err := c.sliceInf.AddEventHandler(desired); err != nil {
 		return nil, err
 	}
 	if _, err := c.nodeInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { c.desiredQ.Add(keyAll) },
+		AddFunc:    func(any) { c.kickDesired() },
 		UpdateFunc: func(o, n any) { c.nodeChanged(o, n) },
-		DeleteFunc: func(any) { c.desiredQ.Add(keyAll) },
+		DeleteFunc: func(any) { c.kickDesired() },
 	}); err != nil {
 		return nil, err
 	}
@@ -169,6 +169,13 @@ func New(cs kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Control
 	return c, nil
 }
 
+// desiredBatch coalesces bursts of events into one rebuild: a rebuild walks
+// every Service, so doing one per event under churn would waste the CPU the
+// allocation path needs.
+const desiredBatch = 20 * time.Millisecond
+
+func (c *Controller) kickDesired() { c.desiredQ.AddAfter(keyAll, desiredBatch) }
+
 func keyOf(obj any) string {
 	k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 	if err != nil {
@@ -178,7 +185,7 @@ func keyOf(obj any) string {
 }
 
 func (c *Controller) serviceChanged(obj any) {
-	c.desiredQ.Add(keyAll)
+	c.kickDesired()
 	if k := keyOf(obj); k != "" {
 		c.mu.Lock()
 		t := c.term
@@ -197,11 +204,11 @@ func (c *Controller) nodeChanged(o, n any) {
 		fmt.Sprint(a.Labels) == fmt.Sprint(b.Labels) {
 		return
 	}
-	c.desiredQ.Add(keyAll)
+	c.kickDesired()
 }
 
 func (c *Controller) poolsChanged() {
-	c.desiredQ.Add(keyAll)
+	c.kickDesired()
 	c.mu.Lock()
 	t := c.term
 	c.mu.Unlock()
@@ -264,7 +271,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); c.desiredWorker() }()
-	c.desiredQ.Add(keyAll)
+	c.kickDesired()
 
 	// The elector's context outlives ctx until the leader's work has
 	// stopped, so the Lease is never released while a write may be in flight.

@@ -89,10 +89,7 @@ func TestControllerFake(t *testing.T) {
 	if _, _, err := c.Manager().PutService(ctx, c.Manager().(manager).serviceStatus(lbService("x")).Spec); err == nil {
 		t.Fatal("PutService accepted in Kubernetes mode")
 	}
-	d := c.Last()
-	if len(d.VIPs) != 4 {
-		t.Fatalf("desired VIPs %+v", d.VIPs)
-	}
+	waitFor(t, 5*time.Second, "4 VIPs in the desired state", func() bool { return len(c.Last().VIPs) == 4 })
 }
 
 func waitFor(t testing.TB, limit time.Duration, what string, ok func() bool) {
