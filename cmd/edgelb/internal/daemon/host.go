@@ -2,8 +2,10 @@ package daemon
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/edgelb/edgelb/lb/config"
+	"github.com/edgelb/edgelb/proxy"
 	"github.com/edgelb/edgelb/proxy/hostcheck"
 	"github.com/edgelb/edgelb/proxy/ipvs"
 )
@@ -27,9 +29,9 @@ func HostFindings(cfg *config.Config, src hostcheck.Source) ([]hostcheck.Finding
 			out = append(out, hostcheck.CheckIPVSSysctls(src)...)
 		}
 	case config.ModeNFTables:
-		if names := cfg.NeedsIPVS(); len(names) > 0 {
+		if fields := ipvsOnlyFields(cfg); len(fields) > 0 {
 			out = append(out, hostcheck.Finding{Severity: hostcheck.Error, Code: "method-unsupported",
-				Message: fmt.Sprintf("services %q use dr/tunnel forwarding, which only the IPVS dataplane can do, but the nftables dataplane would run (never silently downgraded)", names),
+				Message: fmt.Sprintf("%s: only the IPVS dataplane can forward this way, but the nftables dataplane would run (%s; never silently downgraded)", strings.Join(fields, ", "), why),
 				Fix:     "load IPVS (modprobe ip_vs) and set dataplane.mode: ipvs, or use method nat / nat-nosnat"})
 		}
 	}
@@ -58,6 +60,18 @@ func Blocking(cfg *config.Config, fs []hostcheck.Finding) []hostcheck.Finding {
 			continue
 		}
 		out = append(out, f)
+	}
+	return out
+}
+
+// ipvsOnlyFields names the config fields of services whose method only
+// IPVS can do, e.g. `services[1].method "tunnel" (service "web")`.
+func ipvsOnlyFields(cfg *config.Config) []string {
+	var out []string
+	for i, s := range cfg.Services {
+		if s.Method == proxy.DirectRouting || s.Method == proxy.Tunnel {
+			out = append(out, fmt.Sprintf("services[%d].method %q (service %q)", i, s.Method, s.Name))
+		}
 	}
 	return out
 }
