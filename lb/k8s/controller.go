@@ -54,12 +54,13 @@ type Controller struct {
 	recorder    record.EventRecorder
 
 	desiredQ workqueue.TypedRateLimitingInterface[string]
-	out      chan Desired
 	synced   chan struct{}
 
-	mu     sync.Mutex // guards term and last
+	mu     sync.Mutex // guards term, last, built and subs
 	term   *term      // nil unless leading
 	last   Desired
+	built  bool // last was computed from synced caches
+	subs   []chan Desired
 	leadMu sync.Mutex // one leadership term at a time
 }
 
@@ -107,7 +108,6 @@ func New(cs kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Control
 	c := &Controller{
 		opts: opts, cs: cs, dyn: dyn, m: newMetrics(opts.Registerer),
 		newAlloc: func() Allocator { return lb.NewAllocator() },
-		out:      make(chan Desired, 1),
 		synced:   make(chan struct{}),
 		desiredQ: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "edgelb-desired"}),
@@ -227,9 +227,21 @@ func (c *Controller) poolUpdated(o, n any) {
 	c.poolsChanged()
 }
 
-// Subscribe returns the channel desired states are published on, latest
-// wins: a slow reader sees the newest state, never a backlog.
-func (c *Controller) Subscribe() <-chan Desired { return c.out }
+// Subscribe returns a channel that always holds the latest Desired (the
+// standalone engine's contract: a value not yet read is replaced by a newer
+// one; the writer never blocks). The current state is delivered at once if
+// it was computed already; before the caches have synced nothing is sent,
+// so a restarting gateway never programs an empty state over working rules.
+func (c *Controller) Subscribe() <-chan Desired {
+	ch := make(chan Desired, 1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.built {
+		ch <- c.last
+	}
+	c.subs = append(c.subs, ch)
+	return ch
+}
 
 // IsLeader reports whether this instance currently assigns addresses.
 func (c *Controller) IsLeader() bool {
@@ -502,26 +514,22 @@ func (c *Controller) desiredWorker() {
 	}
 }
 
-// publish replaces any unread state on the channel with d (latest wins).
+// publish hands d to every subscriber, replacing what they did not read.
 func (c *Controller) publish(d Desired) {
 	c.mu.Lock()
-	c.last = d
-	c.mu.Unlock()
-	for {
+	defer c.mu.Unlock()
+	c.last, c.built = d, true
+	for _, ch := range c.subs {
 		select {
-		case c.out <- d:
-			return
+		case <-ch: // drop the stale value
 		default:
 		}
-		select {
-		case <-c.out:
-		default:
-		}
+		ch <- d // cannot block: this is the only sender and the buffer is empty
 	}
 }
 
-// Last returns the most recently published desired state.
-func (c *Controller) Last() Desired {
+// Desired returns the latest desired state (zero before the caches synced).
+func (c *Controller) Desired() Desired {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.last

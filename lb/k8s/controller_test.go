@@ -89,7 +89,7 @@ func TestControllerFake(t *testing.T) {
 	if _, _, err := c.Manager().PutService(ctx, c.Manager().(manager).serviceStatus(lbService("x")).Spec); err == nil {
 		t.Fatal("PutService accepted in Kubernetes mode")
 	}
-	waitFor(t, 5*time.Second, "4 VIPs in the desired state", func() bool { return len(c.Last().VIPs) == 4 })
+	waitFor(t, 5*time.Second, "4 VIPs in the desired state", func() bool { return len(c.Desired().VIPs) == 4 })
 }
 
 func waitFor(t testing.TB, limit time.Duration, what string, ok func() bool) {

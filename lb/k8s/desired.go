@@ -11,14 +11,14 @@ import (
 
 	"github.com/edgelb/edgelb/announce"
 	"github.com/edgelb/edgelb/lb"
+	"github.com/edgelb/edgelb/lb/engine"
 	"github.com/edgelb/edgelb/proxy"
 )
 
-// Desired is what this gateway should program and announce now.
-type Desired struct {
-	Proxy proxy.Config
-	VIPs  []announce.VIP
-}
+// Desired is what this gateway should program and announce now: the
+// standalone engine's type, so the daemon consumes both modes alike.
+// Subscribers must treat it as read-only (it is shared).
+type Desired = engine.Desired
 
 const zoneLabel = "topology.kubernetes.io/zone"
 
@@ -162,8 +162,8 @@ func (d *desiredInput) add(svc *corev1.Service, slices []*discoveryv1.EndpointSl
 }
 
 func (d *desiredInput) result() Desired {
-	out := Desired{Proxy: d.cfg}
-	out.Proxy.NodeAddrs = append([]netip.Addr(nil), d.nodeAddrs...)
+	out := Desired{Dataplane: d.cfg}
+	out.Dataplane.NodeAddrs = append([]netip.Addr(nil), d.nodeAddrs...)
 	for _, v := range d.vips {
 		out.VIPs = append(out.VIPs, *v)
 	}

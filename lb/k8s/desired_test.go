@@ -91,7 +91,7 @@ func TestDesiredEndpoints(t *testing.T) {
 
 	got := d.result()
 	byKey := map[string]proxy.Service{}
-	for _, s := range got.Proxy.Services {
+	for _, s := range got.Dataplane.Services {
 		byKey[s.Key().String()] = s
 		t.Logf("%-28s %-22s backends %v", s.Name, s.Key(), s.Backends)
 	}
@@ -142,7 +142,7 @@ func TestDesiredZoneHints(t *testing.T) {
 	s := lbService("z", withIngress("192.0.2.20"), func(s *corev1.Service) { s.Spec.LoadBalancerClass = ptr(DefaultClass) })
 	d.add(s, []*discoveryv1.EndpointSlice{slice("z", discoveryv1.AddressTypeIPv4, 80,
 		ep{addr: "10.1.0.1", ready: true, zones: []string{"a"}}, ep{addr: "10.1.0.2", ready: true, zones: []string{"b"}})})
-	got := d.result().Proxy.Services
+	got := d.result().Dataplane.Services
 	if len(got) != 1 || len(got[0].Backends) != 1 || got[0].Backends[0].Addr.Addr().String() != "10.1.0.1" {
 		t.Fatalf("hints not preferred: %+v", got)
 	}
@@ -150,7 +150,7 @@ func TestDesiredZoneHints(t *testing.T) {
 	d = desiredInput{opts: &o, pools: testPools(), zone: "a"}
 	d.add(s, []*discoveryv1.EndpointSlice{slice("z", discoveryv1.AddressTypeIPv4, 80,
 		ep{addr: "10.1.0.1", ready: true, zones: []string{"a"}}, ep{addr: "10.1.0.3", ready: true})})
-	if got := d.result().Proxy.Services; len(got[0].Backends) != 2 {
+	if got := d.result().Dataplane.Services; len(got[0].Backends) != 2 {
 		t.Fatalf("partial hints used: %+v", got)
 	}
 }
@@ -170,9 +170,9 @@ func TestDesiredNodePortMode(t *testing.T) {
 	})
 	d.add(s, []*discoveryv1.EndpointSlice{slice("np", discoveryv1.AddressTypeIPv4, 80, ep{addr: "10.2.0.1", node: "n2", ready: true})})
 	got := d.result()
-	if len(got.Proxy.Services) != 1 || len(got.Proxy.Services[0].Backends) != 1 ||
-		got.Proxy.Services[0].Backends[0].Addr.String() != "198.51.100.12:31000" {
-		t.Fatalf("nodeport mode: %+v", got.Proxy.Services)
+	if len(got.Dataplane.Services) != 1 || len(got.Dataplane.Services[0].Backends) != 1 ||
+		got.Dataplane.Services[0].Backends[0].Addr.String() != "198.51.100.12:31000" {
+		t.Fatalf("nodeport mode: %+v", got.Dataplane.Services)
 	}
 	if got.VIPs[0].Local {
 		t.Fatal("nodeport mode VIPs need no local endpoints")

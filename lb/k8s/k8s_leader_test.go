@@ -97,7 +97,7 @@ func TestK8sTwoInstances(t *testing.T) {
 		t.Fatalf("writers: gw-a %v gw-b %v, want 20 and 0", assignedA, assignedB)
 	}
 	// Every gateway programs itself: the follower's desired state has them all.
-	waitUntil(t, 5*time.Second, "20 VIPs in the follower's desired state", func() bool { return len(b.c.Last().VIPs) == 20 })
+	waitUntil(t, 5*time.Second, "20 VIPs in the follower's desired state", func() bool { return len(b.c.Desired().VIPs) == 20 })
 
 	// Kill the leader: the Lease stays until it expires.
 	t0 := time.Now()
