@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	gnft "github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/edgelb/edgelb/lab/netns"
 	"github.com/edgelb/edgelb/proxy"
+	"github.com/edgelb/edgelb/proxy/conformance"
 )
 
 // dump renders everything in the namespace's nftables as sorted lines, read
@@ -462,5 +464,105 @@ func TestNetnsErrorsTyped(t *testing.T) {
 	}
 	if err := d.Apply(ctx, cfg); !errors.Is(err, errClosed) {
 		t.Errorf("apply after close: %v", err)
+	}
+}
+
+// TestNetnsDrainForgetsAffinity: remembered clients of a backend that is
+// drained or removed are forgotten (so it takes no new connections from
+// them), others stay; a removed service's clients all go.
+func TestNetnsDrainForgetsAffinity(t *testing.T) {
+	ns := netns.NewT(t, "nfk")
+	d := newDP(t, ns)
+	ctx := context.Background()
+	s := proxy.Service{Name: "sticky", VIP: netip.MustParseAddr("203.0.113.10"), Port: 80, Protocol: proxy.TCP, Affinity: time.Hour,
+		Backends: []proxy.Backend{{Addr: netip.MustParseAddrPort("198.51.100.2:80"), Weight: 1}, {Addr: netip.MustParseAddrPort("198.51.100.3:80"), Weight: 1}}}
+	other := s
+	other.VIP, other.Name, other.Backends = netip.MustParseAddr("203.0.113.11"), "other", slices.Clone(s.Backends)
+	if err := d.Apply(ctx, proxy.Config{Services: []proxy.Service{s, other}}); err != nil {
+		t.Fatal(err)
+	}
+	id, oid := d.svcs[s.Key()].id, d.svcs[other.Key()].id
+	aff := &gnft.Set{Table: &gnft.Table{Family: gnft.TableFamilyIPv4, Name: DefaultTable}, Name: setAff, HasTimeout: true}
+	client := func(n byte) []byte { return []byte{192, 0, 2, n} }
+	key := func(id uint32, n byte) []byte { return append(encU32(id), client(n)...) }
+	// What the packet path would have remembered.
+	c := rawConn(t, ns)
+	if err := c.SetAddElements(aff, []gnft.SetElement{
+		{Key: key(id, 1), Val: encBackend(s.Backends[0].Addr), Timeout: time.Hour},
+		{Key: key(id, 2), Val: encBackend(s.Backends[1].Addr), Timeout: time.Hour},
+		{Key: key(oid, 1), Val: encBackend(s.Backends[0].Addr), Timeout: time.Hour},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	remembered := func() []string {
+		els, err := rawConn(t, ns).GetSetElements(aff)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range els {
+			ap, _ := decBackend(e.Val)
+			out = append(out, fmt.Sprintf("%#x/%d→%s", decU32(e.Key[:4]), e.Key[7], ap))
+		}
+		slices.Sort(out)
+		return out
+	}
+	t.Logf("remembered: %v", remembered())
+	s.Backends[0].Draining = true
+	if err := d.Apply(ctx, proxy.Config{Services: []proxy.Service{s, other}}); err != nil {
+		t.Fatal(err)
+	}
+	got := remembered()
+	want := []string{fmt.Sprintf("%#x/1→198.51.100.2:80", oid), fmt.Sprintf("%#x/2→198.51.100.3:80", id)}
+	slices.Sort(want)
+	t.Logf("after draining 198.51.100.2: %v", got)
+	if !slices.Equal(got, want) {
+		t.Errorf("remembered %v, want %v", got, want)
+	}
+	if err := d.Apply(ctx, proxy.Config{Services: []proxy.Service{s}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := remembered(); len(got) != 1 {
+		t.Errorf("after removing the other service: %v", got)
+	}
+}
+
+// TestNetnsLocalOrigin: connections the gateway itself opens to a VIP or
+// node port are balanced too (the output hook), and masqueraded.
+func TestNetnsLocalOrigin(t *testing.T) {
+	topo := conformance.NewTopology(t, "nfo")
+	d := newDP(t, topo.Gateway)
+	svc := proxy.Service{Name: "local", VIP: netip.MustParseAddr("203.0.113.77"), Port: 80, Protocol: proxy.TCP, NodePort: 30777}
+	for i := range topo.Backends {
+		svc.Backends = append(svc.Backends, proxy.Backend{Addr: topo.Backend4(i, conformance.HTTPPort), Weight: 1})
+	}
+	if err := d.Apply(context.Background(), proxy.Config{Services: []proxy.Service{svc}, NodeAddrs: []netip.Addr{conformance.GatewayAddr4}}); err != nil {
+		t.Fatal(err)
+	}
+	// A local socket needs some route to the VIP before the output hook
+	// (where the DNAT re-routes it); a real gateway has a default route.
+	if err := topo.Gateway.AddRoute(netip.MustParsePrefix("203.0.113.0/24"), topo.Backends[0].Addr4); err != nil {
+		t.Fatal(err)
+	}
+	hc := topo.Gateway.HTTPClient(3 * time.Second)
+	for _, url := range []string{"http://203.0.113.77/", "http://192.0.2.1:30777/"} {
+		seen := map[string]int{}
+		for i := 0; i < 30; i++ {
+			resp, err := hc.Get(url)
+			if err != nil {
+				t.Fatalf("%s from the gateway: %v", url, err)
+			}
+			body := make([]byte, 16)
+			n, _ := resp.Body.Read(body)
+			resp.Body.Close()
+			seen[string(body[:n])]++
+		}
+		t.Logf("%s from the gateway itself: %v", url, seen)
+		if len(seen) < 2 {
+			t.Errorf("%s: local connections not balanced: %v", url, seen)
+		}
 	}
 }
