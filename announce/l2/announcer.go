@@ -45,6 +45,7 @@ type Announcer struct {
 	arp, ndp   Responder // ndp is nil when IPv6 neighbour discovery could not start
 	ndpErr     error
 	ml         *memberlist.Memberlist // nil when alone
+	name       string                 // member name (immutable)
 	advertise  string
 
 	ctx    context.Context
@@ -77,6 +78,10 @@ type Announcer struct {
 
 	closeOnce sync.Once
 	closeErr  error
+	// sendMu orders background sends against Close: none starts once
+	// sendsClosed is set, so Close's wg.Wait never races a wg.Add.
+	sendMu      sync.Mutex
+	sendsClosed bool
 }
 
 // peer is what we know of another member.
@@ -129,6 +134,7 @@ func New(cfg Config) (*Announcer, error) {
 	} else {
 		a.joined = true // alone: nothing to learn before owning
 	}
+	a.name = name
 	a.self = nodeState{Name: name, Gen: uint64(time.Now().UnixNano())}
 
 	a.arp, a.ndp = cfg.ARP, cfg.NDP
@@ -191,6 +197,12 @@ func (a *Announcer) Name() string { return "l2" }
 // the decision taken with what is known now. IPv6 VIPs are refused (and
 // left to other gateways) when neighbour discovery could not start here.
 func (a *Announcer) SetVIPs(ctx context.Context, vips []announce.VIP) error {
+	a.mu.Lock()
+	closing := a.closing
+	a.mu.Unlock()
+	if closing {
+		return errors.New("l2: announcer closed")
+	}
 	set := map[netip.Addr]bool{}
 	var errs []error
 	for _, v := range vips {
@@ -249,6 +261,9 @@ func (a *Announcer) Close(withdraw bool) error {
 				errs = append(errs, a.ml.Leave(time.Second))
 			}
 		}
+		a.sendMu.Lock()
+		a.sendsClosed = true
+		a.sendMu.Unlock()
 		if a.ml != nil {
 			errs = append(errs, a.ml.Shutdown())
 		}
@@ -389,7 +404,7 @@ func (a *Announcer) reconcile() error {
 
 	a.mu.Lock()
 	a.owners, a.waiting = d.Owner, d.Waiting
-	st := nodeState{Name: a.self.Name, Healthy: a.healthy && !a.closing, Uplink: a.uplink, Settled: a.settled,
+	st := nodeState{Name: a.name, Healthy: a.healthy && !a.closing, Uplink: a.uplink, Settled: a.settled,
 		VIPs: slices.Clone(a.vips), Claimed: slices.Clone(d.Claim)}
 	changed := !sameState(st, a.self)
 	if changed {
@@ -428,7 +443,7 @@ func (a *Announcer) reconcile() error {
 
 // viewLocked builds decide's input from what we know now.
 func (a *Announcer) viewLocked(now time.Time) view {
-	v := view{Self: a.self.Name, VIPs: a.vips, Claimed: a.claimed,
+	v := view{Self: a.name, VIPs: a.vips, Claimed: a.claimed,
 		Ready: a.healthy && a.uplink && a.settled && !a.closing, Fresh: map[netip.Addr]bool{}}
 	// Rule 5 bookkeeping: eligibility starts now for VIPs that just became
 	// claimable, ends for those that stopped being.
@@ -512,7 +527,7 @@ func (a *Announcer) Status() announce.Status {
 	for _, o := range owned {
 		st.Owned = append(st.Owned, o.String())
 	}
-	self := announce.PeerState{Name: a.self.Name, Address: a.advertise, State: "alive",
+	self := announce.PeerState{Name: a.name, Address: a.advertise, State: "alive",
 		Detail: "self, " + readiness(a.self, a.closing) + fmt.Sprintf(", serves %d, owns %d", len(a.vips), len(owned))}
 	if len(a.waiting) > 0 {
 		var w []string

@@ -144,6 +144,11 @@ func (a *Announcer) missingMembers() []string {
 // retrying briefly while the member is alive: the handover waits for these
 // messages, so a lost one would only delay it until the next push/pull.
 func (a *Announcer) send(n memberlist.Node, msg []byte) {
+	a.sendMu.Lock()
+	defer a.sendMu.Unlock()
+	if a.sendsClosed {
+		return
+	}
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
@@ -207,7 +212,7 @@ func (a *Announcer) receive(b []byte) {
 		return
 	}
 	a.mu.Lock()
-	if s.Name == a.self.Name {
+	if s.Name == a.name {
 		a.mu.Unlock()
 		return
 	}
@@ -270,7 +275,7 @@ func (d *delegate) LocalState(bool) []byte {
 }
 
 func (a *Announcer) memberAlive(n *memberlist.Node) {
-	if n.Name == a.self.Name {
+	if n.Name == a.name {
 		return
 	}
 	a.mu.Lock()
@@ -295,7 +300,7 @@ func (a *Announcer) memberAlive(n *memberlist.Node) {
 }
 
 func (a *Announcer) memberGone(n *memberlist.Node) {
-	if n.Name == a.self.Name {
+	if n.Name == a.name {
 		return
 	}
 	a.mu.Lock()

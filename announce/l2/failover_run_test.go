@@ -160,8 +160,16 @@ func runFailover(t *testing.T, n int) {
 	t.Log(summary("old owner back → rebalanced  ", rebalance))
 	t.Logf("returns: %d wire probes during the returns, %d answered by two MACs; gateway logs: %d overlapping claims", returnProbes, returnSplit, len(logOverlaps))
 	t.Logf("memberlist false suspicions refuted by live gateways during the run: %d", l.count("Refuting a suspect message"))
-	for _, o := range logOverlaps {
+	// The whole run, kills included: a false death (a starved live gateway)
+	// would show here as an overlap.
+	whole := prob.stats(0, mono())
+	allOverlaps := l.overlaps(0, mono())
+	t.Logf("whole run: %d wire probes, %d answered by two MACs; %d overlapping claims in the gateways' logs", whole.probes, whole.split, len(allOverlaps))
+	for _, o := range allOverlaps {
 		t.Errorf("overlap in gateway logs: %s", o)
+	}
+	if whole.split > 0 {
+		t.Errorf("split brain on the wire: %v", whole.splitExamples)
 	}
 
 	// Converged: 5 s of ARP/NDP probing, exactly one MAC per VIP, no announcements.

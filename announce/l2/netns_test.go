@@ -92,4 +92,13 @@ func TestNetnsL2UplinkCarrier(t *testing.T) {
 	if got := arping(); got != 3 {
 		t.Fatalf("arping after carrier returned: %d/3", got)
 	}
+
+	// The service goes: the daemon declares the VIP no more; nothing answers.
+	if err := a.SetVIPs(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := arping(); got != 0 {
+		t.Fatalf("arping after the VIP was removed: %d/3", got)
+	}
+	t.Log("VIP removed through SetVIPs: arping 0/3")
 }
