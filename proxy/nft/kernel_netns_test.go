@@ -566,3 +566,32 @@ func TestNetnsLocalOrigin(t *testing.T) {
 		}
 	}
 }
+
+// TestNetnsNodeAddrs: node addresses follow the Config (both families).
+func TestNetnsNodeAddrs(t *testing.T) {
+	ns := netns.NewT(t, "nfk")
+	d := newDP(t, ns)
+	ctx := context.Background()
+	cfg := genConfig(3, 2)
+	nodes := func() []string {
+		var out []string
+		for _, l := range dump(t, ns) {
+			if strings.Contains(l, " set nodeaddrs elem ") {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	for _, addrs := range [][]string{{"192.0.2.1"}, {"192.0.2.1", "192.0.2.7", "2001:db8::1"}, {"2001:db8::2"}, nil} {
+		cfg.NodeAddrs = nil
+		for _, a := range addrs {
+			cfg.NodeAddrs = append(cfg.NodeAddrs, netip.MustParseAddr(a))
+		}
+		if err := d.Apply(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+		if got := nodes(); len(got) != len(addrs) {
+			t.Errorf("node addresses %v: kernel has %v", addrs, got)
+		}
+	}
+}
