@@ -244,13 +244,25 @@ func (l *Lab) StartAPIServer() error {
 	}, "kube-apiserver /readyz")
 }
 
-// StopAPIServer stops kube-apiserver, leaving etcd (and the data) up.
+// StopAPIServer stops kube-apiserver (SIGTERM; SIGKILL when it still waits
+// on open watches after a grace period), leaving etcd and the data up.
 func (l *Lab) StopAPIServer() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	p := l.api
 	l.api = nil
-	return p.stop(20 * time.Second)
+	_ = p.stop(10 * time.Second) // killed after the grace: fine for a lab
+	return nil
+}
+
+// KillAPIServer kills kube-apiserver with SIGKILL at once (a crash; what
+// "the API server is gone" looks like to clients), leaving etcd up.
+func (l *Lab) KillAPIServer() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p := l.api
+	l.api = nil
+	return p.stop(0)
 }
 
 // RestartAPIServer stops kube-apiserver, waits down, then starts it again.
@@ -370,7 +382,8 @@ func startProc(logPath, bin string, args ...string) (*proc, error) {
 	return p, nil
 }
 
-// stop sends SIGTERM, then SIGKILL after grace. A nil proc is a no-op.
+// stop sends SIGTERM, then SIGKILL after grace (at once when grace is 0).
+// A nil proc is a no-op.
 func (p *proc) stop(grace time.Duration) error {
 	if p == nil {
 		return nil
@@ -380,14 +393,19 @@ func (p *proc) stop(grace time.Duration) error {
 		return nil
 	default:
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(grace):
+	if grace > 0 {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+			return nil
+		case <-time.After(grace):
+		}
 	}
 	_ = p.cmd.Process.Kill()
 	<-p.done
+	if grace == 0 {
+		return nil
+	}
 	return fmt.Errorf("%s did not stop within %s: killed", filepath.Base(p.cmd.Path), grace)
 }
 
