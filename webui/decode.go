@@ -72,6 +72,9 @@ func pointerToField(p jsontext.Pointer) string {
 	var b strings.Builder
 	for _, tok := range strings.Split(strings.TrimPrefix(s, "/"), "/") {
 		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		if tok == "" {
+			tok = `""` // a member with an empty name: still name it
+		}
 		if _, err := strconv.Atoi(tok); err == nil && b.Len() > 0 {
 			b.WriteString("[" + tok + "]")
 			continue

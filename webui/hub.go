@@ -74,7 +74,7 @@ type pendingFlow struct {
 }
 
 type hubConfig struct {
-	batch, keepAlive           time.Duration
+	batch                      time.Duration
 	queueFrames, queueBytes    int
 	historyBytes, maxSnapFlows int
 	now                        func() time.Time
@@ -169,6 +169,13 @@ func (h *hub) beginResync() uint64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.gen++
+	// Destroyed IDs only matter to the dump in flight; pruning here (not on
+	// success) keeps the map bounded even when dumps keep failing.
+	for id, g := range h.destroyed {
+		if g+1 < h.gen {
+			delete(h.destroyed, id)
+		}
+	}
 	return h.gen
 }
 
@@ -191,11 +198,6 @@ func (h *hub) applySnapshot(flows []proxy.Flow, gen uint64) {
 	for id, e := range h.flows {
 		if _, ok := live[id]; !ok && e.gen < gen {
 			h.applyLocked(proxy.FlowEvent{Type: proxy.FlowDestroy, Flow: e.f}, gen-1)
-		}
-	}
-	for id, g := range h.destroyed {
-		if g+1 < gen {
-			delete(h.destroyed, id)
 		}
 	}
 }

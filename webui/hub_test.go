@@ -10,7 +10,7 @@ import (
 )
 
 func testHub() *hub {
-	return newHub(hubConfig{batch: time.Hour, keepAlive: time.Hour, queueFrames: 4, queueBytes: 1 << 20,
+	return newHub(hubConfig{batch: time.Hour, queueFrames: 4, queueBytes: 1 << 20,
 		historyBytes: 1 << 20, maxSnapFlows: 100, now: time.Now, log: slog.Default()})
 }
 

@@ -149,7 +149,7 @@ func New(opts Options) (*Server, error) {
 	if opts.RateLimit > 0 {
 		s.limiter = newLimiter(opts.RateLimit, opts.RateBurst)
 	}
-	s.hub = newHub(hubConfig{batch: opts.BatchInterval, keepAlive: opts.KeepAlive,
+	s.hub = newHub(hubConfig{batch: opts.BatchInterval,
 		queueFrames: opts.ClientQueue, queueBytes: opts.ClientQueueBytes, historyBytes: opts.HistoryBytes,
 		maxSnapFlows: opts.MaxSnapshotFlows, now: time.Now, log: opts.Logger})
 	if err := s.registerMetrics(); err != nil {
@@ -172,7 +172,7 @@ func (s *Server) registerMetrics() error {
 			defer s.hub.mu.Unlock()
 			return float64(s.hub.resyncs)
 		}),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "edgelb_flows",
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "edgelb_webui_flows_live",
 			Help: "Live flows through edgelb as the web UI sees them."}, func() float64 {
 			s.hub.mu.Lock()
 			defer s.hub.mu.Unlock()
@@ -348,6 +348,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	s.endStreams()
 	err := srv.Shutdown(ctx)
+	if err != nil {
+		// Out of time (e.g. a stream stuck writing to a stalled client): cut the rest.
+		_ = srv.Close()
+	}
 	cancel()
 	s.wg.Wait()
 	return err

@@ -16,6 +16,14 @@ import (
 // with a fresh snapshot.
 func (s *Server) events(c echo.Context) error {
 	w, r := c.Response(), c.Request()
+	// The first snapshot must be the whole state: wait until Run loaded it.
+	select {
+	case <-s.primed:
+	case <-r.Context().Done():
+		return nil
+	case <-s.streams:
+		return nil
+	}
 	rc := http.NewResponseController(w)
 	// A stream outlives the server-wide read/write timeouts; writes get
 	// their own deadline below instead.

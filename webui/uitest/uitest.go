@@ -40,6 +40,9 @@ func NewBrowser(userDataDir string, width, height int, logf func(string, ...any)
 	if err := Available(); err != nil {
 		return nil, err
 	}
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(ChromiumPath),
 		chromedp.NoSandbox, // tests run as root
