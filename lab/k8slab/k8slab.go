@@ -29,12 +29,16 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
@@ -44,6 +48,10 @@ import (
 
 // AdminToken is the bearer token of the lab's system:masters user.
 const AdminToken = "edgelb-lab-admin"
+
+// Users are plain users (no groups, so only what RBAC grants them) the lab
+// knows; UserConfig returns a rest.Config acting as one of them.
+var Users = []string{"edgelb", "nobody"}
 
 // Lab is one running etcd + kube-apiserver pair.
 type Lab struct {
@@ -156,7 +164,7 @@ func (l *Lab) writeKeys() error {
 	files := map[string][]byte{
 		"sa.key":     pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}),
 		"sa.pub":     pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}),
-		"tokens.csv": []byte(AdminToken + ",edgelb-admin,edgelb-admin-uid,system:masters\n"),
+		"tokens.csv": []byte(tokens()),
 	}
 	for name, b := range files {
 		if err := os.WriteFile(filepath.Join(l.Dir, name), b, 0o600); err != nil {
@@ -164,6 +172,23 @@ func (l *Lab) writeKeys() error {
 		}
 	}
 	return os.MkdirAll(filepath.Join(l.Dir, "certs"), 0o700)
+}
+
+func tokens() string {
+	out := AdminToken + ",edgelb-admin,edgelb-admin-uid,system:masters\n"
+	for _, u := range Users {
+		out += userToken(u) + "," + u + "," + u + "-uid\n"
+	}
+	return out
+}
+
+func userToken(user string) string { return "edgelb-lab-user-" + user }
+
+// UserConfig returns a client config authenticating as one of Users.
+func (l *Lab) UserConfig(user string) *rest.Config {
+	c := rest.CopyConfig(l.Config)
+	c.BearerToken = userToken(user)
+	return c
 }
 
 func (l *Lab) startEtcd() error {
@@ -304,6 +329,50 @@ func (l *Lab) writeKubeconfig() error {
 	l.Kubeconfig = filepath.Join(l.Dir, "kubeconfig")
 	if err := clientcmd.WriteToFile(*cfg, l.Kubeconfig); err != nil {
 		return fmt.Errorf("write kubeconfig: %w", err)
+	}
+	return nil
+}
+
+// Apply creates every object of a multi-document YAML (kinds resolved
+// through discovery), updating those that exist.
+func Apply(ctx context.Context, cfg *rest.Config, doc []byte) error {
+	dc, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
+	for _, part := range bytes.Split(doc, []byte("\n---")) {
+		var m map[string]any
+		if err := yaml.Unmarshal(part, &m); err != nil {
+			return fmt.Errorf("parse: %w", err)
+		}
+		if len(m) == 0 {
+			continue
+		}
+		u := &unstructured.Unstructured{Object: m}
+		gvk := u.GroupVersionKind()
+		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return fmt.Errorf("map %s: %w", gvk, err)
+		}
+		var ri dynamic.ResourceInterface = dc.Resource(mapping.Resource)
+		if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+			ri = dc.Resource(mapping.Resource).Namespace(u.GetNamespace())
+		}
+		cur, err := ri.Get(ctx, u.GetName(), metav1.GetOptions{})
+		if err == nil {
+			u.SetResourceVersion(cur.GetResourceVersion())
+			_, err = ri.Update(ctx, u, metav1.UpdateOptions{})
+		} else {
+			_, err = ri.Create(ctx, u, metav1.CreateOptions{})
+		}
+		if err != nil {
+			return fmt.Errorf("apply %s %s: %w", gvk.Kind, u.GetName(), err)
+		}
 	}
 	return nil
 }

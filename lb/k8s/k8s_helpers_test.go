@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/edgelb/edgelb/lab/k8slab"
 )
@@ -65,7 +66,12 @@ type running struct {
 
 func (e *env) start(t testing.TB, opts Options) *running {
 	t.Helper()
-	c, err := NewForConfig(e.lab.Config, opts)
+	return e.startAs(t, e.lab.Config, opts)
+}
+
+func (e *env) startAs(t testing.TB, cfg *rest.Config, opts Options) *running {
+	t.Helper()
+	c, err := NewForConfig(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
