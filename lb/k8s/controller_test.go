@@ -13,6 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // TestControllerFake drives the whole controller against client-go's fakes:
@@ -21,7 +24,8 @@ func TestControllerFake(t *testing.T) {
 	cs := fake.NewClientset()
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{IPPoolGVR: "IPPoolList"}, poolObj("small", 0, "192.0.2.0/30"))
-	c, err := New(cs, dyn, Options{NodeName: "gw1", HandleClassless: true, LeaseDuration: time.Second, RetryPeriod: 100 * time.Millisecond})
+	reg := prometheus.NewRegistry()
+	c, err := New(cs, dyn, Options{NodeName: "gw1", HandleClassless: true, LeaseDuration: time.Second, RetryPeriod: 100 * time.Millisecond, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,6 +94,30 @@ func TestControllerFake(t *testing.T) {
 		t.Fatal("PutService accepted in Kubernetes mode")
 	}
 	waitFor(t, 5*time.Second, "4 VIPs in the desired state", func() bool { return len(c.Desired().VIPs) == 4 })
+
+	waitFor(t, 5*time.Second, "pool metrics", func() bool {
+		return testutil.ToFloat64(c.m.poolUsed.WithLabelValues("small")) == 4 && testutil.ToFloat64(c.m.poolSize.WithLabelValues("small")) == 4
+	})
+	if got := testutil.ToFloat64(c.m.allocations.WithLabelValues("assigned")); got != 5 {
+		t.Fatalf("assigned %v, want 5", got)
+	}
+	if got := testutil.ToFloat64(c.m.pending); got != 0 {
+		t.Fatalf("pending %v, want 0", got)
+	}
+	names := map[string]bool{}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		names[mf.GetName()] = true
+	}
+	for _, n := range []string{"edgelb_k8s_pool_size", "edgelb_k8s_pool_used", "edgelb_k8s_allocations_total",
+		"edgelb_k8s_pending_services", "edgelb_k8s_leader", "edgelb_k8s_sync_duration_seconds"} {
+		if !names[n] {
+			t.Errorf("metric %s not registered", n)
+		}
+	}
 }
 
 func waitFor(t testing.TB, limit time.Duration, what string, ok func() bool) {
