@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -318,6 +319,7 @@ func TestStreamStalledClient(t *testing.T) {
 	type result struct {
 		deltas, snapshots int
 		lastSeq           uint64
+		seen              atomic.Uint64 // lastSeq, for the waiting test goroutine
 		outOfOrder, gaps  int
 		lags              []time.Duration
 	}
@@ -357,6 +359,7 @@ func TestStreamStalledClient(t *testing.T) {
 						}
 					}
 				}
+				r.seen.Store(r.lastSeq)
 			}
 		}(streams[i])
 	}
@@ -402,7 +405,7 @@ func TestStreamStalledClient(t *testing.T) {
 	s.hub.mu.Unlock()
 	waitFor(t, "every client received the final delta", func() bool {
 		for _, r := range results {
-			if r.lastSeq < final {
+			if r.seen.Load() < final {
 				return false
 			}
 		}
