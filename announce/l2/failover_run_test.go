@@ -159,7 +159,9 @@ func runFailover(t *testing.T, n int) {
 	t.Log(summary("IPv6 client entry has new MAC", neigh6))
 	t.Log(summary("old owner back → rebalanced  ", rebalance))
 	t.Logf("returns: %d wire probes during the returns, %d answered by two MACs; gateway logs: %d overlapping claims", returnProbes, returnSplit, len(logOverlaps))
-	t.Logf("memberlist false suspicions refuted by live gateways during the run: %d", l.count("Refuting a suspect message"))
+	fd := l.falseDeaths()
+	t.Logf("memberlist: %d suspicions refuted by live gateways (stale probes of a restarted gateway's previous incarnation, mostly), %d live gateways declared dead %v",
+		l.count("Refuting a suspect message"), len(fd), fd)
 	// The whole run, kills included: a false death (a starved live gateway)
 	// would show here as an overlap.
 	whole := prob.stats(0, mono())

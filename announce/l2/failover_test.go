@@ -84,6 +84,28 @@ func (e *eventResponder) SetOwned(addrs []netip.Addr) error {
 	return err
 }
 
+// goneHandler also reports "member gone" on stdout with its monotonic time,
+// so the test can tell a real death (the process had been killed) from a
+// false one (a live, starved gateway declared dead).
+type goneHandler struct{ slog.Handler }
+
+func (h goneHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "member gone" {
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "member" {
+				fmt.Printf("GONE %d %s\n", mono(), a.Value.String())
+			}
+			return true
+		})
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h goneHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return goneHandler{h.Handler.WithAttrs(as)}
+}
+func (h goneHandler) WithGroup(g string) slog.Handler { return goneHandler{h.Handler.WithGroup(g)} }
+
 // helperMain is one gateway, inside its namespace. Configuration comes from
 // the environment; it runs until SIGKILL (the test) or SIGTERM (withdraw).
 func helperMain() int {
@@ -99,7 +121,7 @@ func helperMain() int {
 	for _, v := range strings.Split(os.Getenv("L2H_VIPS"), ",") {
 		vips = append(vips, announce.VIP{Addr: netip.MustParseAddr(v)})
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("gw", name)
+	log := slog.New(goneHandler{slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})}).With("gw", name)
 	fail := func(err error) int { log.Error("helper", "err", err); return 1 }
 
 	var mu sync.Mutex
@@ -160,7 +182,30 @@ type flab struct {
 
 	mu     sync.Mutex
 	events []ownEvent // every claim/release of every gateway process
+	gone   []goneEvent
+	lives  map[string][][2]time.Duration // gateway → [start, reaped) of each process
 	stderr map[string]*strings.Builder
+}
+
+type goneEvent struct {
+	at       time.Duration
+	by, whom string
+}
+
+// falseDeaths lists "member gone" verdicts on a gateway whose process was
+// running at the time (and was not about to be reaped: 50 ms of slack).
+func (l *flab) falseDeaths() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, e := range l.gone {
+		for _, life := range l.lives[e.whom] {
+			if e.at > life[0] && (life[1] == 0 || e.at < life[1]-50*time.Millisecond) {
+				out = append(out, fmt.Sprintf("%s declared %s dead while it ran", e.by, e.whom))
+			}
+		}
+	}
+	return out
 }
 
 type ownEvent struct {
@@ -202,7 +247,7 @@ func pickVIPs(names []string) (v4, v6 []netip.Addr) {
 func newFLab(t *testing.T, n int) *flab {
 	t.Helper()
 	netns.RequireRoot(t)
-	l := &flab{t: t, clientIP: clientIP4, client6: clientIP6, stderr: map[string]*strings.Builder{}}
+	l := &flab{t: t, clientIP: clientIP4, client6: clientIP6, stderr: map[string]*strings.Builder{}, lives: map[string][][2]time.Duration{}}
 	l.br = netns.NewT(t, "elb-fbr")
 	l.cl = netns.NewT(t, "elb-fcl")
 	var names []string
@@ -263,6 +308,14 @@ func newFLab(t *testing.T, n int) *flab {
 	t.Cleanup(func() {
 		for _, g := range l.gws {
 			l.kill(g)
+		}
+		if dir := os.Getenv("EDGELB_FAILOVER_LOGS"); dir != "" {
+			// Keep every gateway's log for a post-mortem.
+			l.mu.Lock()
+			for n, b := range l.stderr {
+				os.WriteFile(fmt.Sprintf("%s/%s-%d-%s.log", dir, t.Name(), len(l.gws), n), []byte(b.String()), 0o644)
+			}
+			l.mu.Unlock()
 		}
 		if t.Failed() {
 			l.mu.Lock()
@@ -338,11 +391,14 @@ func (l *flab) start(g *gateway) {
 	if err != nil {
 		l.t.Fatal(err)
 	}
+	started := mono()
 	if err := cmd.Start(); err != nil {
 		l.t.Fatal(err)
 	}
 	g.cmd, g.done = cmd, make(chan struct{})
 	l.mu.Lock()
+	life := len(l.lives[g.name])
+	l.lives[g.name] = append(l.lives[g.name], [2]time.Duration{started, 0})
 	if l.stderr[g.name] == nil {
 		l.stderr[g.name] = &strings.Builder{}
 	}
@@ -364,6 +420,13 @@ func (l *flab) start(g *gateway) {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
 			f := strings.Fields(sc.Text())
+			if len(f) == 3 && f[0] == "GONE" {
+				ns, _ := strconv.ParseInt(f[1], 10, 64)
+				l.mu.Lock()
+				l.gone = append(l.gone, goneEvent{time.Duration(ns), g.name, f[2]})
+				l.mu.Unlock()
+				continue
+			}
 			if len(f) != 4 || f[0] != "EV" {
 				continue
 			}
@@ -379,6 +442,7 @@ func (l *flab) start(g *gateway) {
 		g.gone = mono()
 		// The dead process answers nothing from now on: close its intervals.
 		l.mu.Lock()
+		l.lives[g.name][life][1] = g.gone
 		for _, v := range l.ownedByLocked(g.name) {
 			l.events = append(l.events, ownEvent{g.gone, g.name, v, false})
 		}
