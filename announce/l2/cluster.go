@@ -54,6 +54,9 @@ func (a *Announcer) startCluster() error {
 	if len(m.Key) > 0 {
 		mc.SecretKey = m.Key
 	}
+	// A gateway that comes back with a new address (DHCP, re-addressing)
+	// may take its name back after this long instead of never.
+	mc.DeadNodeReclaimTime = 10 * time.Second
 	d := &delegate{a: a}
 	mc.Delegate, mc.Events = d, d
 	mc.Logger = log.New(&logWriter{log: a.log.With("component", "memberlist")}, "", 0)
