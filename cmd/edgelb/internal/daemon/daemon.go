@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -18,9 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/edgelb/edgelb/announce"
-	"github.com/edgelb/edgelb/lb"
 	"github.com/edgelb/edgelb/lb/config"
-	"github.com/edgelb/edgelb/lb/store"
 	"github.com/edgelb/edgelb/proxy/health"
 	"github.com/edgelb/edgelb/proxy/hostcheck"
 	"github.com/edgelb/edgelb/webui"
@@ -215,7 +212,7 @@ func reload(ctx context.Context, path string, old *config.Config, w *writer, log
 
 // forwardDesired turns the engine's desired states into effects' input and
 // keeps the health checker's targets in step with the services.
-func forwardDesired(ctx context.Context, in <-chan Desired, out chan<- Desired, checker *health.Checker) {
+func forwardDesired(ctx context.Context, in <-chan Desired, out chan Desired, checker *health.Checker) {
 	for {
 		select {
 		case <-ctx.Done():

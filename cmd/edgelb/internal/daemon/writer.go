@@ -14,6 +14,7 @@ import (
 
 	"github.com/edgelb/edgelb/lb"
 	"github.com/edgelb/edgelb/lb/config"
+	"github.com/edgelb/edgelb/lb/engine"
 	"github.com/edgelb/edgelb/lb/k8s"
 	"github.com/edgelb/edgelb/lb/store"
 	"github.com/edgelb/edgelb/proxy/health"
@@ -36,15 +37,14 @@ func standaloneWriter(cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus
 	if err := os.MkdirAll(cfg.State.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
-	st, err := store.OpenBolt(filepath.Join(cfg.State.Dir, "edgelb.db"))
+	st, err := store.OpenBolt(filepath.Join(cfg.State.Dir, "edgelb.db"), store.BoltOptions{})
 	if err != nil {
 		return nil, err
 	}
-	eng, err := lb.NewEngine(st, lb.EngineOptions{
+	eng, err := engine.NewEngine(st, engine.Options{
 		NodeAddrs:     nodeAddrs,
 		NodePortRange: lb.PortRange{First: cfg.Dataplane.NodePortRange.First, Last: cfg.Dataplane.NodePortRange.Last},
-		AllDown:       string(cfg.Health.AllDown),
-		Registerer:    reg,
+		Registry:      reg,
 		Logger:        log.With("component", "engine"),
 	})
 	if err != nil {
@@ -56,14 +56,12 @@ func standaloneWriter(cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus
 		manager: eng,
 		desired: out,
 		run: func(ctx context.Context) {
-			go relay(ctx, eng.Subscribe(), out, func(d lb.Desired) Desired {
-				hs := make([]health.Target, len(d.Health))
-				for i, h := range d.Health {
-					hs[i] = health.Target{Service: h.Service, Backend: h.Backend, Check: h.Check}
-				}
-				return Desired{Dataplane: d.Dataplane, VIPs: d.VIPs, Health: hs}
+			go relay(ctx, eng.Subscribe(), out, func(d engine.Desired) Desired {
+				return Desired{Dataplane: d.Dataplane, VIPs: d.VIPs, Health: healthTargets(ctx, eng)}
 			})
-			eng.Run(ctx)
+			if err := eng.Run(ctx); err != nil && ctx.Err() == nil {
+				log.Error("engine stopped", "err", err)
+			}
 		},
 		start: func(ctx context.Context) error {
 			if err := eng.SyncConfig(ctx, cfg.Pools, cfg.Services); err != nil {
@@ -107,7 +105,7 @@ func kubernetesWriter(cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus
 		manager: c.Manager(),
 		desired: out,
 		run: func(ctx context.Context) {
-			go relay(ctx, c.Subscribe(), out, func(d k8s.Desired) Desired { return Desired{Dataplane: d.Proxy, VIPs: d.VIPs} })
+			go relay(ctx, c.Subscribe(), out, func(d k8s.Desired) Desired { return Desired{Dataplane: d.Dataplane, VIPs: d.VIPs} })
 			if err := c.Run(ctx); err != nil && ctx.Err() == nil {
 				log.Error("kubernetes controller stopped", "err", err)
 			}
@@ -135,4 +133,39 @@ func relay[T any](ctx context.Context, in <-chan T, out chan Desired, conv func(
 			out <- d
 		}
 	}
+}
+
+// healthTargets lists every backend of every service that has a check. The
+// backend port resolves as the dataplane's does: the backend's own port, else
+// the port's target port, else the port.
+func healthTargets(ctx context.Context, m lb.Manager) []health.Target {
+	svcs, err := m.Services(ctx)
+	if err != nil {
+		return nil
+	}
+	var out []health.Target
+	for _, st := range svcs {
+		s := st.Spec
+		if s.Health == nil {
+			continue
+		}
+		seen := map[netip.AddrPort]bool{}
+		for _, p := range s.Ports {
+			for _, b := range s.Backends {
+				port := b.Port
+				if port == 0 {
+					port = p.TargetPort
+				}
+				if port == 0 {
+					port = p.Port
+				}
+				ap := netip.AddrPortFrom(b.Addr, port)
+				if !seen[ap] {
+					seen[ap] = true
+					out = append(out, health.Target{Service: s.Name, Backend: ap, Check: *s.Health})
+				}
+			}
+		}
+	}
+	return out
 }
