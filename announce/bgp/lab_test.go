@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -125,7 +126,7 @@ func present(paths []frrPath) bool {
 	}
 	return false
 }
-func absent(paths []frrPath) bool  { return len(paths) == 0 }
+func absent(paths []frrPath) bool { return len(paths) == 0 }
 
 func TestBGPFRR(t *testing.T) {
 	l := newLab(t, 1)
@@ -291,6 +292,50 @@ func TestBGPFRRGracefulRestart(t *testing.T) {
 	if missing > 0 {
 		t.Errorf("the VIP's route went missing during the restart")
 	}
+}
+
+// TestBGPFRRHoldTimerExpiry: bgpd frozen (SIGSTOP) sends no keepalives; the
+// speaker's hold timer (9 s) expires, Status and the log say so, and the
+// session comes back once bgpd runs again.
+func TestBGPFRRHoldTimerExpiry(t *testing.T) {
+	l := newLab(t, 1)
+	f := startFRR(t, l.router, frrConfig(1, ""))
+	sp := startSpeaker(t, l.gws[0], speakerConfig(0, "", false))
+	sp.set(labVIP4)
+	sp.waitPeer("router4", StateEstablished, 20*time.Second)
+	must(t, f.cmd.Process.Signal(syscall.SIGSTOP))
+	stopped := time.Now()
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			_ = f.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}
+	t.Cleanup(resume)
+	var p announce.PeerState
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		p = sp.status().Status.Peers[0]
+		if p.State != StateEstablished && strings.Contains(p.Detail, "hold timer expired") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no hold timer expiry in status: %+v", p)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("%v after SIGSTOP of bgpd, API status: %+v", time.Since(stopped).Round(100*time.Millisecond), p)
+	if !strings.Contains(sp.logs.String(), "hold timer expired") {
+		t.Fatalf("log does not mention the hold timer:\n%s", sp.logs)
+	}
+	for _, line := range strings.Split(sp.logs.String(), "\n") {
+		if strings.Contains(line, "session down") {
+			t.Logf("log: %s", line)
+		}
+	}
+	resume()
+	sp.waitPeer("router4", StateEstablished, 30*time.Second)
+	f.waitPrefix("203.0.113.10/32", "the VIP after the session came back", 10*time.Second, present)
 }
 
 func TestBGPBIRD(t *testing.T) {

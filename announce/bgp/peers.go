@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -49,8 +50,9 @@ type PeerStatus struct {
 type peerState struct {
 	PeerStatus
 	cfg     Peer
-	started bool   // added to GoBGP
-	logged  string // last error written to the log (each distinct error once)
+	started bool     // added to GoBGP
+	logged  string   // last error written to the log (each distinct error once)
+	recent  []string // errors since the session was last Established, for the "down" log line
 }
 
 func sessionState(s api.PeerState_SessionState) string {
@@ -98,14 +100,15 @@ func (s *Speaker) onPeerEvent(r *api.WatchEventResponse) {
 	}
 	old := p.State
 	p.State, p.Since = state, now
+	reason := strings.Join(p.recent, "; ")
 	if state == StateEstablished {
 		p.Established++
-		p.logged = ""
+		p.logged, p.recent = "", nil
 		if la := pe.Peer.GetTransport().GetLocalAddress(); la != "" && la != "<nil>" {
 			p.LocalAddress = la
 		}
 	}
-	name, local, lastErr := p.Name, p.LocalAddress, p.LastError
+	name, local := p.Name, p.LocalAddress
 	s.mu.Unlock()
 
 	switch {
@@ -115,15 +118,16 @@ func (s *Speaker) onPeerEvent(r *api.WatchEventResponse) {
 		s.log.Info("bgp session established", "peer", name, "address", addr, "local", local)
 	case old == StateEstablished:
 		s.m.up.WithLabelValues(name).Set(0)
-		s.log.Warn("bgp session down", "peer", name, "address", addr, "state", state, "reason", lastErr)
+		s.log.Warn("bgp session down", "peer", name, "address", addr, "state", state, "reason", reason)
 	default:
 		s.log.Debug("bgp session state", "peer", name, "address", addr, "from", old, "to", state)
 	}
 }
 
-// noteError records why a session is not up. Each distinct error is
-// logged once until the session comes up again, so a peer that refuses us
-// every few seconds does not flood the log.
+// noteError records why a session is not up. While the session is down
+// each distinct error is logged once until it comes up again, so a peer
+// that refuses us every few seconds does not flood the log; errors that end
+// an Established session go into its one "session down" line instead.
 func (s *Speaker) noteError(addr netip.Addr, text string) {
 	s.noteErrorf(addr, func(Peer) string { return text })
 }
@@ -137,8 +141,13 @@ func (s *Speaker) noteErrorf(addr netip.Addr, describe func(Peer) string) {
 	}
 	text := describe(p.cfg)
 	p.LastError, p.LastErrorAt = text, time.Now()
-	first := p.logged != text
-	p.logged = text
+	if !slices.Contains(p.recent, text) && len(p.recent) < 4 {
+		p.recent = append(p.recent, text)
+	}
+	first := p.logged != text && p.State != StateEstablished
+	if first {
+		p.logged = text
+	}
 	name := p.Name
 	s.mu.Unlock()
 	if first {
@@ -214,7 +223,7 @@ func (l gobgpLogger) Info(msg string, f gobgplog.Fields) {
 		if addr, ok := l.peerOf(f); ok {
 			if r, _ := f["Reason"].(string); r != "" && !strings.HasPrefix(r, "notification") {
 				// Notifications were recorded in full when they passed.
-				l.s.noteError(addr, "session down: "+r)
+				l.s.noteError(addr, "session down: "+strings.ReplaceAll(r, "-", " "))
 			}
 		}
 	}
