@@ -280,6 +280,10 @@ func validateHealth(h *HealthCheck) error {
 			return fe("type", h.Type, "path, host and expectStatus only apply to http and https checks")
 		}
 	case "http", "https":
+		if strings.Contains(h.Path, "://") {
+			// A URL pasted into path (maybe one without a host): say so.
+			return fe("path", h.Path, "a URL, not a path: put the path here (e.g. /healthz) and the Host header in host; the check connects to each backend")
+		}
 		if h.Path != "" && !strings.HasPrefix(h.Path, "/") {
 			return fe("path", h.Path, "must start with /")
 		}
