@@ -84,6 +84,9 @@ type Announcer struct {
 	sendsClosed bool
 }
 
+// stateRetry is how often a live member whose state we lack is asked again.
+const stateRetry = 300 * time.Millisecond
+
 // peer is what we know of another member.
 type peer struct {
 	node       memberlist.Node
@@ -93,9 +96,11 @@ type peer struct {
 	state      *nodeState
 	vips       map[netip.Addr]bool
 	claimed    map[netip.Addr]bool
-	lastGen    uint64 // highest gen seen, kept across death so late messages stay stale
-	needsState bool   // joined (or asked) since we last sent it our state
-	askState   bool   // we have no state of it: ask with our next message
+	lastGen    uint64    // highest gen seen, kept across death so late messages stay stale
+	needsState bool      // joined (or asked) since we last sent it our state
+	askState   bool      // we have no state of it: ask with our next message
+	askedAt    time.Time // last time we asked it for its state
+	warned     bool      // "no state" warning logged for this life
 }
 
 var (
@@ -416,12 +421,46 @@ func (a *Announcer) reconcile() error {
 		ask bool
 	}
 	var sends []out
-	for _, p := range a.peers {
-		if !p.alive || !(changed || p.needsState || p.askState) {
+	now := time.Now()
+	unknown := false
+	// A handover waits for the holder's published release; should that
+	// message be lost, asking the holder again beats waiting for push/pull.
+	for _, holder := range d.Waiting {
+		if p := a.peers[holder]; p != nil && p.alive && now.Sub(p.askedAt) >= stateRetry {
+			p.askState = true
+		}
+	}
+	if len(d.Waiting) > 0 {
+		unknown = true // re-check soon
+	}
+	for name, p := range a.peers {
+		if !p.alive {
 			continue
 		}
-		sends = append(sends, out{p.node, p.askState && p.state == nil})
+		// A live member whose state we lack blocks every new claim (it might
+		// answer for anything): ask again until it answers.
+		if p.state == nil {
+			unknown = true
+			if now.Sub(p.askedAt) >= stateRetry {
+				p.askState = true
+			}
+			if !p.warned && now.Sub(p.since) >= a.stateWait {
+				p.warned = true
+				a.log.Warn("no state from a live member yet: new claims wait for it", "member", name, "since", p.since)
+			}
+		}
+		if !(changed || p.needsState || p.askState) {
+			continue
+		}
+		ask := p.askState
+		if ask {
+			p.askedAt = now
+		}
+		sends = append(sends, out{p.node, ask})
 		p.needsState, p.askState = false, false
+	}
+	if unknown {
+		time.AfterFunc(stateRetry, a.poke)
 	}
 	plain := a.self.marshal()
 	asking := a.self
@@ -476,8 +515,6 @@ func (a *Announcer) viewLocked(now time.Time) view {
 		switch {
 		case p.state != nil:
 			pv.Known, pv.Ready, pv.VIPs, pv.Claimed = true, p.state.Ready(), p.vips, p.claimed
-		case p.alive && now.Sub(p.since) >= a.stateWait:
-			pv.Known = true // silent too long: taken as not ready, claiming nothing
 		}
 		v.Peers = append(v.Peers, pv)
 	}

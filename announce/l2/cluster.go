@@ -161,7 +161,11 @@ func (a *Announcer) send(n memberlist.Node, msg []byte) {
 			if err == nil {
 				return
 			}
-			a.log.Debug("send state", "to", n.Name, "err", err)
+			if attempt == 3 {
+				a.log.Warn("could not send state; push/pull or the next change will carry it", "to", n.Name, "err", err)
+				return
+			}
+			a.log.Info("send state failed, retrying", "to", n.Name, "attempt", attempt+1, "err", err)
 			select {
 			case <-a.ctx.Done():
 				return
@@ -228,7 +232,9 @@ func (a *Announcer) receive(b []byte) {
 	// falsely declared dead and is answering our request); from a member we
 	// believe dead it is a message of the dead process still in flight.
 	if s.Gen < p.lastGen || (s.Gen == p.lastGen && (p.state != nil || !p.alive)) {
+		last := p.lastGen
 		a.mu.Unlock()
+		a.log.Debug("stale member state ignored", "member", s.Name, "gen", s.Gen, "last", last)
 		if s.WantReply {
 			a.poke()
 		}
@@ -291,13 +297,11 @@ func (a *Announcer) memberAlive(n *memberlist.Node) {
 		// declared it dead (and dropped its state) it may come back without
 		// noticing anything, and would not send its state on its own.
 		p.alive, p.left, p.since, p.needsState = true, false, time.Now(), true
-		p.askState = p.state == nil
+		p.askState, p.askedAt, p.warned = p.state == nil, time.Time{}, false
 	}
 	a.mu.Unlock()
 	if joined {
 		a.log.Info("member alive", "member", n.Name, "address", n.Address())
-		// Re-decide when its state is overdue (see Members.StateWait).
-		time.AfterFunc(a.stateWait, a.poke)
 	}
 	a.poke()
 }

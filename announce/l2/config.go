@@ -60,8 +60,10 @@ type Members struct {
 	// must exceed two member-to-member message delays (default 200 ms).
 	// It never delays a failover: survivors have been eligible all along.
 	ClaimDelay time.Duration
-	// StateWait bounds how long an alive member whose state has not arrived
-	// blocks new claims (default 2 s); after that it is taken as not ready.
+	// StateWait: a live member whose state has not arrived blocks every new
+	// claim (it might be answering for anything) and is asked for it again
+	// every 300 ms; after StateWait a warning says so (default 2 s). Claims
+	// are never made on the assumption that a silent member holds nothing.
 	StateWait time.Duration
 }
 

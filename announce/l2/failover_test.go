@@ -121,7 +121,11 @@ func helperMain() int {
 	for _, v := range strings.Split(os.Getenv("L2H_VIPS"), ",") {
 		vips = append(vips, announce.VIP{Addr: netip.MustParseAddr(v)})
 	}
-	log := slog.New(goneHandler{slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})}).With("gw", name)
+	level := slog.LevelInfo
+	if os.Getenv("L2H_DEBUG") == "1" {
+		level = slog.LevelDebug
+	}
+	log := slog.New(goneHandler{slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})}).With("gw", name)
 	fail := func(err error) int { log.Error("helper", "err", err); return 1 }
 
 	var mu sync.Mutex
@@ -380,6 +384,9 @@ func (l *flab) start(g *gateway) {
 	cmd.Env = append(os.Environ(), helperEnv+"=1", "L2H_NAME="+g.name, "L2H_IF=g0",
 		"L2H_BIND="+netip.AddrPortFrom(g.ip, DefaultPort).String(), "L2H_JOIN="+strings.Join(join, ","),
 		"L2H_VIPS="+strings.Join(vips, ","))
+	if os.Getenv("EDGELB_FAILOVER_LOGS") != "" {
+		cmd.Env = append(cmd.Env, "L2H_DEBUG=1")
+	}
 	// If this test dies, its gateways die with it (ip netns exec execs the
 	// helper in place, so the death signal reaches the helper itself).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

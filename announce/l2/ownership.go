@@ -51,8 +51,7 @@ type peerView struct {
 	Alive bool
 	// Known: its state has arrived. An alive member whose state is unknown
 	// might be answering for anything, so nothing new is claimed until it
-	// is known (or the state wait runs out and it is presented as known,
-	// not ready, claiming nothing).
+	// is known (it is asked for it until it answers).
 	Known   bool
 	Ready   bool
 	VIPs    map[netip.Addr]bool // VIPs it can serve
