@@ -15,10 +15,17 @@ import (
 	"github.com/edgelb/edgelb/proxy"
 )
 
-// Desired is what this gateway should program and announce now: the
-// standalone engine's type, so the daemon consumes both modes alike.
-// Subscribers must treat it as read-only (it is shared).
-type Desired = engine.Desired
+// Desired is what this gateway should program and announce now, with the
+// standalone engine's fields (engine.Desired). Subscribers must treat it as
+// read-only (it is shared).
+type Desired struct {
+	Dataplane proxy.Config
+	VIPs      []announce.VIP
+}
+
+// Engine returns d as the standalone engine's type, so the daemon can feed
+// both modes through one path.
+func (d Desired) Engine() engine.Desired { return engine.Desired{Dataplane: d.Dataplane, VIPs: d.VIPs} }
 
 const zoneLabel = "topology.kubernetes.io/zone"
 
