@@ -95,6 +95,7 @@ func Run(ctx context.Context, o Options) error {
 
 	checker := health.New(health.Options{
 		MaxInFlight: cfg.Health.MaxInFlight,
+		Registerer:  reg,
 		Logger:      log.With("component", "health"),
 		OnChange: func(ev health.Event) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -114,7 +115,8 @@ func Run(ctx context.Context, o Options) error {
 	}
 	api, err := webui.New(webui.Options{
 		Manager: w.manager, Flows: flows, Reporters: reporters, Gatherer: reg, Registerer: reg,
-		Token: string(cfg.API.Token), Listen: cfg.API.Listen.String(), TLS: tlsConfig(cfg.API.TLS),
+		Health: healthAPI(checker),
+		Token:  string(cfg.API.Token), Listen: cfg.API.Listen.String(), TLS: tlsConfig(cfg.API.TLS),
 		Ready: func(context.Context) error {
 			if ok, err, _ := fx.status(); !ok {
 				if err == nil {
