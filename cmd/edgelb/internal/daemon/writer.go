@@ -105,7 +105,7 @@ func kubernetesWriter(cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus
 		manager: c.Manager(),
 		desired: out,
 		run: func(ctx context.Context) {
-			go relay(ctx, c.Subscribe(), out, func(d k8s.Desired) Desired { return Desired{Dataplane: d.Dataplane, VIPs: d.VIPs} })
+			go relay(ctx, c.Subscribe(), out, func(d k8s.Desired) Desired { e := d.Engine(); return Desired{Dataplane: e.Dataplane, VIPs: e.VIPs} })
 			if err := c.Run(ctx); err != nil && ctx.Err() == nil {
 				log.Error("kubernetes controller stopped", "err", err)
 			}
