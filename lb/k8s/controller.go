@@ -40,6 +40,9 @@ type Controller struct {
 	dyn      dynamic.Interface
 	m        *metrics
 	newAlloc NewAllocatorFunc
+	// noAdopt disables restart safety (adoption of status addresses); only
+	// tests set it, to show what the churn test catches without it.
+	noAdopt bool
 
 	factory    informers.SharedInformerFactory
 	dynFactory dynamicinformer.DynamicSharedInformerFactory
@@ -430,6 +433,9 @@ func (c *Controller) adopt(ctx context.Context, t *term) (int, error) {
 		}
 		key := svc.Namespace + "/" + svc.Name
 		in, _ := parseIntent(svc) // a bad annotation must not free an address in use
+		if c.noAdopt {
+			continue
+		}
 		for _, ip := range ingressIPs(svc) {
 			if err := t.alloc.Assign(key, ip, in.Req); err != nil {
 				// Another (older) Service holds it, or it left every pool:

@@ -69,11 +69,14 @@ func (e *env) start(t testing.TB, opts Options) *running {
 	return e.startAs(t, e.lab.Config, opts)
 }
 
-func (e *env) startAs(t testing.TB, cfg *rest.Config, opts Options) *running {
+func (e *env) startAs(t testing.TB, cfg *rest.Config, opts Options, mut ...func(*Controller)) *running {
 	t.Helper()
 	c, err := NewForConfig(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, m := range mut {
+		m(c)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -119,7 +119,7 @@ func (c *Controller) reconcileService(t *term, key string) error {
 	var notes, failures []string
 	released := false
 	ik := keyOfIntent(in)
-	if len(held) == 0 {
+	if len(held) == 0 && !c.noAdopt {
 		// Adopt what the status says (a Service the adoption pass did not
 		// see, e.g. created just before this term).
 		for _, ip := range ingressIPs(svc) {
