@@ -45,6 +45,8 @@ func standaloneWriter(cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus
 		NodeAddrs:     nodeAddrs,
 		NodePortRange: lb.PortRange{First: cfg.Dataplane.NodePortRange.First, Last: cfg.Dataplane.NodePortRange.Last},
 		Registry:      reg,
+		AllDown:       allDownPolicy(cfg),
+		Methods:       engineMethods(cfg),
 		Logger:        log.With("component", "engine"),
 	})
 	if err != nil {
