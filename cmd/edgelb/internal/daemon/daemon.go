@@ -50,7 +50,10 @@ func Run(ctx context.Context, o Options) error {
 		log.Log(ctx, lvl, f.Message, "check", f.Code, "fix", f.Fix)
 	}
 	if b := Blocking(cfg, findings); len(b) > 0 {
-		return fmt.Errorf("refusing to start: %s (set dataplane.allowEphemeralOverlap to proceed despite a node-port overlap)", b[0].Message)
+		if b[0].Code == hostcheck.CodeRangeOverlap {
+			return fmt.Errorf("refusing to start: %s (set dataplane.allowEphemeralOverlap to proceed despite a node-port overlap)", b[0].Message)
+		}
+		return fmt.Errorf("refusing to start: %s (fix: %s)", b[0].Message, b[0].Fix)
 	}
 
 	reg := prometheus.NewRegistry()
