@@ -53,6 +53,9 @@ func Run(ctx context.Context, o Options) error {
 		if b[0].Code == hostcheck.CodeRangeOverlap {
 			return fmt.Errorf("refusing to start: %s (set dataplane.allowEphemeralOverlap to proceed despite a node-port overlap)", b[0].Message)
 		}
+		if b[0].Fix == "" {
+			return fmt.Errorf("refusing to start: %s", b[0].Message)
+		}
 		return fmt.Errorf("refusing to start: %s (fix: %s)", b[0].Message, b[0].Fix)
 	}
 
