@@ -80,6 +80,7 @@ type term struct {
 	reqs    map[string]intentKey // last request each Service was served with
 	pending map[string]string    // Service key → why it has no (complete) address
 	warned  map[string]string    // last Warning sent per object, to not repeat it
+	adopted []string             // Services whose addresses adoption loaded
 }
 
 const (
@@ -368,7 +369,7 @@ func (c *Controller) lead(runCtx, lctx context.Context) {
 			return
 		case <-time.After(time.Second):
 		}
-		t.alloc = c.newAlloc()
+		t.alloc, t.adopted = c.newAlloc(), nil
 		n, err = c.adopt(ctx, t)
 	}
 	c.m.syncSeconds.WithLabelValues("adopt").Observe(time.Since(t0).Seconds())
@@ -387,6 +388,11 @@ func (c *Controller) lead(runCtx, lctx context.Context) {
 	}()
 	t.poolQ.Add(keyStatus)
 	for _, k := range c.svcInf.GetStore().ListKeys() {
+		t.svcQ.Add(k)
+	}
+	// Also every Service adoption saw: one deleted between that List and
+	// now (its event fell before the term began) must release its addresses.
+	for _, k := range t.adopted {
 		t.svcQ.Add(k)
 	}
 	var wg sync.WaitGroup
@@ -445,7 +451,10 @@ func (c *Controller) adopt(ctx context.Context, t *term) (int, error) {
 			}
 			n++
 		}
-		t.reqs[key] = keyOfIntent(in)
+		// t.reqs stays unset: the first reconcile re-checks every adopted
+		// address against the Service's current spec (it may have been
+		// edited while no leader was running).
+		t.adopted = append(t.adopted, key)
 	}
 	return n, nil
 }

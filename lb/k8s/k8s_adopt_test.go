@@ -18,7 +18,7 @@ import (
 // addresses, and resolves a duplicate claim in favour of the older Service.
 func TestK8sAdoption(t *testing.T) {
 	e := newEnv(t)
-	e.pool(t, "small", true, "192.0.2.4/30") // .4 .5 .6 .7
+	e.pool(t, "small", true, "192.0.2.0/29")
 	const ns = "apps"
 	setStatus := func(name, ip string) {
 		t.Helper()
@@ -36,6 +36,9 @@ func TestK8sAdoption(t *testing.T) {
 	e.svc(t, ns, "dup-b")
 	setStatus("dup-b", "192.0.2.5") // claims old-a's address
 	e.svc(t, ns, "new-d")
+	// Edited while no controller ran: holds .3, now asks for .2.
+	e.svc(t, ns, "edited-e", ann(AnnotationIPs, "192.0.2.2"))
+	setStatus("edited-e", "192.0.2.3")
 
 	r := e.start(t, testOptions("gw1"))
 	waitUntil(t, 15*time.Second, "leading", r.c.IsLeader)
@@ -46,7 +49,8 @@ func TestK8sAdoption(t *testing.T) {
 	b = e.ingress(ns, "dup-b")
 	d := e.waitAny(t, ns, "new-d", 1, 5*time.Second)
 	ev := e.waitEvent(t, ns, "dup-b", corev1.EventTypeWarning, ReasonFailed, "192.0.2.5", 5*time.Second)
-	t.Logf("adoption: old-a keeps 192.0.2.5, old-c keeps 192.0.2.6, dup-b (younger duplicate) moved to %s with Warning %q, new-d got %s",
+	e.waitIngress(t, ns, "edited-e", 5*time.Second, "192.0.2.2")
+	t.Logf("adoption: old-a keeps 192.0.2.5, old-c keeps 192.0.2.6, dup-b (younger duplicate) moved to %s with Warning %q, new-d got %s, edited-e moved 192.0.2.3 → the requested 192.0.2.2",
 		b[0], ev.Message, d[0])
 	if b[0] == d[0] || d[0] == "192.0.2.5" || d[0] == "192.0.2.6" {
 		t.Fatalf("dup-b %v new-d %v", b, d)
