@@ -58,6 +58,8 @@ type Controller struct {
 
 	desiredQ workqueue.TypedRateLimitingInterface[string]
 	synced   chan struct{}
+	memo     map[string]memoEntry // desired worker only
+	memoFP   string
 
 	mu     sync.Mutex // guards term, last, built and subs
 	term   *term      // nil unless leading

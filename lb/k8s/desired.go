@@ -1,8 +1,10 @@
 package k8s
 
 import (
+	"fmt"
 	"net/netip"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -60,17 +62,56 @@ func (c *Controller) buildDesired() Desired {
 		sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 	}
 	in := desiredInput{opts: &c.opts, pools: pools, zone: zone, nodes: nodes, nodeAddrs: nodeAddrs}
+	// Each Service's share is remembered by the resourceVersions it came
+	// from, so a batch of events recomputes only what changed; inputs every
+	// Service depends on (pools, zone, nodes) invalidate all of it.
+	var gfp strings.Builder
+	fmt.Fprint(&gfp, poolsFingerprint(pools), zone, nodeAddrs)
+	for _, n := range nodes {
+		gfp.WriteString(" " + n.Name + "@" + n.ResourceVersion)
+	}
+	if gfp.String() != c.memoFP || c.memo == nil {
+		c.memoFP, c.memo = gfp.String(), map[string]memoEntry{}
+	}
+	next := make(map[string]memoEntry, len(svcs))
 	for _, svc := range svcs {
-		objs, _ := c.sliceInf.GetIndexer().ByIndex(sliceIdx, svc.Namespace+"/"+svc.Name)
+		key := svc.Namespace + "/" + svc.Name
+		objs, _ := c.sliceInf.GetIndexer().ByIndex(sliceIdx, key)
 		var slices []*discoveryv1.EndpointSlice
+		fp := svc.ResourceVersion
+		cacheable := fp != "" // objects without versions (fake clients) are never remembered
 		for _, o := range objs {
 			if s, ok := o.(*discoveryv1.EndpointSlice); ok {
 				slices = append(slices, s)
+				fp += " " + s.Name + "@" + s.ResourceVersion
+				cacheable = cacheable && s.ResourceVersion != ""
 			}
 		}
-		in.add(svc, slices)
+		m, ok := c.memo[key]
+		if !ok || m.fp != fp || !cacheable {
+			part := desiredInput{opts: &c.opts, pools: pools, zone: zone, nodes: nodes, nodeAddrs: nodeAddrs}
+			part.add(svc, slices)
+			m = memoEntry{fp: fp, services: part.cfg.Services}
+			for _, v := range part.vips {
+				m.vips = append(m.vips, *v)
+			}
+		}
+		next[key] = m
+		in.cfg.Services = append(in.cfg.Services, m.services...)
+		for _, v := range m.vips {
+			in.mergeVIP(v)
+		}
 	}
+	c.memo = next
 	return in.result()
+}
+
+// memoEntry is one Service's share of the desired state and what it was
+// computed from.
+type memoEntry struct {
+	fp       string
+	services []proxy.Service
+	vips     []announce.VIP
 }
 
 // desiredInput accumulates the desired state; it is pure (no client-go
@@ -144,28 +185,32 @@ func (d *desiredInput) add(svc *corev1.Service, slices []*discoveryv1.EndpointSl
 			d.cfg.Services = append(d.cfg.Services, s)
 		}
 	}
-	if d.vips == nil {
-		d.vips = map[netip.Addr]*announce.VIP{}
-	}
 	for _, vip := range vips {
 		if !served[vip] {
 			continue
 		}
-		isLocal := local && d.opts.BackendMode == BackendEndpoints
-		if v, ok := d.vips[vip]; ok {
-			// A shared VIP is restricted only if every sharer is.
-			v.Local = v.Local && isLocal
-			continue
-		}
-		v := &announce.VIP{Addr: vip, Pool: poolOf(d.pools, vip), Local: isLocal}
+		v := announce.VIP{Addr: vip, Pool: poolOf(d.pools, vip), Local: local && d.opts.BackendMode == BackendEndpoints}
 		for i := range d.pools {
 			if d.pools[i].Name == v.Pool {
 				a := d.pools[i].Advertisement
 				v.Communities, v.LargeCommunities, v.LocalPref, v.AggregationLen = a.Communities, a.LargeCommunities, a.LocalPref, a.AggregationLen
 			}
 		}
-		d.vips[vip] = v
+		d.mergeVIP(v)
 	}
+}
+
+// mergeVIP adds a VIP to announce; a VIP several Services share is
+// restricted (Local) only if every sharer is.
+func (d *desiredInput) mergeVIP(v announce.VIP) {
+	if d.vips == nil {
+		d.vips = map[netip.Addr]*announce.VIP{}
+	}
+	if cur, ok := d.vips[v.Addr]; ok {
+		cur.Local = cur.Local && v.Local
+		return
+	}
+	d.vips[v.Addr] = &v
 }
 
 func (d *desiredInput) result() Desired {
