@@ -60,7 +60,8 @@ const DemoToken = "edgelb-demo-token"
 // gateway namespace.
 type Daemon struct {
 	cmd  *exec.Cmd
-	done chan error
+	done chan struct{} // closed when the process has exited
+	err  error         // its exit status, valid once done is closed
 }
 
 // StartDaemon starts `exe run --config cfgPath` inside the gateway namespace.
@@ -74,26 +75,39 @@ func (l *Lab) StartDaemon(exe, cfgPath string, stdout, stderr io.Writer, extraAr
 	if err := l.Gateway.Do(cmd.Start); err != nil {
 		return nil, fmt.Errorf("start daemon in %s: %w", l.Gateway.Name, err)
 	}
-	d := &Daemon{cmd: cmd, done: make(chan error, 1)}
-	go func() { d.done <- cmd.Wait() }()
+	d := &Daemon{cmd: cmd, done: make(chan struct{})}
+	go func() { d.err = cmd.Wait(); close(d.done) }()
 	return d, nil
 }
 
 // PID of the daemon process.
 func (d *Daemon) PID() int { return d.cmd.Process.Pid }
 
-// Done is closed... receives the exit error when the daemon exits.
-func (d *Daemon) Done() <-chan error { return d.done }
+// Done is closed when the daemon has exited; Err then tells how.
+func (d *Daemon) Done() <-chan struct{} { return d.done }
 
-// Stop sends SIGTERM and waits (SIGKILL after the timeout).
+// Err is the daemon's exit status once Done is closed.
+func (d *Daemon) Err() error {
+	<-d.done
+	return d.err
+}
+
+// Stop sends SIGTERM and waits (SIGKILL after the timeout). Safe to call
+// again after the daemon exited: it returns the same status.
 func (d *Daemon) Stop(timeout time.Duration) error {
+	select {
+	case <-d.done:
+		return d.err
+	default:
+	}
 	_ = d.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case err := <-d.done:
-		return err
+	case <-d.done:
+		return d.err
 	case <-time.After(timeout):
 		_ = d.cmd.Process.Kill()
-		return fmt.Errorf("daemon did not stop within %s: killed: %w", timeout, <-d.done)
+		<-d.done
+		return fmt.Errorf("daemon did not stop within %s: killed: %w", timeout, d.err)
 	}
 }
 
@@ -109,9 +123,8 @@ func (l *Lab) WaitAPI(ctx context.Context, listen string, d *Daemon) error {
 			}
 		}
 		select {
-		case err := <-d.done:
-			d.done <- err
-			return fmt.Errorf("daemon exited before becoming ready: %v", err)
+		case <-d.done:
+			return fmt.Errorf("daemon exited before becoming ready: %v", d.err)
 		case <-ctx.Done():
 			return fmt.Errorf("daemon not ready: %w (last: %v)", ctx.Err(), err)
 		case <-time.After(100 * time.Millisecond):
@@ -316,8 +329,8 @@ loop:
 		select {
 		case <-ctx.Done():
 			break loop
-		case err := <-d.Done():
-			return fmt.Errorf("daemon exited: %v", err)
+		case <-d.Done():
+			return fmt.Errorf("daemon exited: %v", d.Err())
 		case <-tick.C:
 			report()
 		}
