@@ -1,4 +1,4 @@
-//go:build netns
+//go:build netns || ui
 
 package demo
 
