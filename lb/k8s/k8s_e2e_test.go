@@ -47,7 +47,9 @@ func TestK8sEndToEnd(t *testing.T) {
 		_ = dp.Cleanup(context.Background())
 		_ = dp.Close()
 	})
-	r := e.start(t, testOptions("gw1"))
+	opts := testOptions("gw1")
+	opts.NodeAddrs = []netip.Addr{demo.GatewayFront.Addr()} // node ports listen here
+	r := e.start(t, opts)
 	waitUntil(t, 15*time.Second, "leading", r.c.IsLeader)
 	// The daemon's loop, reduced: apply every desired state as it comes.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -131,9 +133,40 @@ func TestK8sEndToEnd(t *testing.T) {
 		t.Fatalf("distribution %v, %d failures", got, fails)
 	}
 
+	// A NodePort Service: served on the gateway's own address.
+	np := e.svc(t, ns, "np", func(s *corev1.Service) {
+		s.Spec.Type = corev1.ServiceTypeNodePort
+		s.Spec.LoadBalancerClass = nil
+		s.Spec.Ports = []corev1.ServicePort{{Name: "http", Port: 80, NodePort: int32(demo.NodePort),
+			TargetPort: intstr.FromInt32(int32(demo.BackendPort)), Protocol: corev1.ProtocolTCP}}
+	})
+	npSlice := sl.DeepCopy()
+	npSlice.ObjectMeta = metav1.ObjectMeta{Name: "np-1", Namespace: ns, Labels: map[string]string{discoveryv1.LabelServiceName: np.Name}}
+	npSlice.Endpoints = npSlice.Endpoints[:1] // backend-1 only
+	if _, err := e.cs.DiscoveryV1().EndpointSlices(ns).Create(e.ctx, npSlice, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	npURL := fmt.Sprintf("http://%s/", netip.AddrPortFrom(demo.GatewayFront.Addr(), demo.NodePort))
+	waitUntil(t, 10*time.Second, "node port answering", func() bool {
+		name, err := lab.Get(e.ctx, client, npURL)
+		return err == nil && name == "backend-1"
+	})
+	npHits := map[string]int{}
+	for i := 0; i < 10; i++ {
+		name, err := lab.Get(e.ctx, client, npURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		npHits[name]++
+	}
+	t.Logf("MEASURED NodePort Service on the gateway's address %s: %v", npURL, fmtHits(npHits))
+	if npHits["backend-1"] != 10 {
+		t.Fatalf("node port hits %v", npHits)
+	}
+
 	// Service deleted: the VIP stops answering.
 	e.deleteSvc(t, ns, "web")
-	took = waitUntil(t, 10*time.Second, "VIP out of the desired state", func() bool { return len(r.c.Desired().Dataplane.Services) == 0 })
+	took = waitUntil(t, 10*time.Second, "VIP out of the desired state", func() bool { return len(r.c.Desired().VIPs) == 0 })
 	time.Sleep(100 * time.Millisecond) // the apply loop
 	if _, f := hits(3); f != 3 {
 		t.Fatalf("VIP still answers after the Service was deleted")
