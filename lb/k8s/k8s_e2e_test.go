@@ -133,6 +133,52 @@ func TestK8sEndToEnd(t *testing.T) {
 		t.Fatalf("distribution %v, %d failures", got, fails)
 	}
 
+	// externalTrafficPolicy Local: only this gateway's (node gw1) endpoints,
+	// and the VIP is announced only while there are some.
+	loc := e.svc(t, ns, "local", func(s *corev1.Service) {
+		s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+		s.Spec.Ports = []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(int32(demo.BackendPort)), Protocol: corev1.ProtocolTCP}}
+	})
+	lvip := netip.MustParseAddr(e.waitAny(t, ns, loc.Name, 1, 5*time.Second)[0])
+	if err := lab.Client.AddRoute(netip.PrefixFrom(lvip, 32), demo.GatewayFront.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	lsl := sl.DeepCopy()
+	lsl.ObjectMeta = metav1.ObjectMeta{Name: "local-1", Namespace: ns, Labels: map[string]string{discoveryv1.LabelServiceName: loc.Name}}
+	lsl.Endpoints = []discoveryv1.Endpoint{ep(lab.Backends[0].Addr.Addr().String(), true), ep(lab.Backends[1].Addr.Addr().String(), true)}
+	lsl.Endpoints[1].NodeName = ptr("gw1") // backend-2 runs on this gateway's node
+	if lsl, err = e.cs.DiscoveryV1().EndpointSlices(ns).Create(e.ctx, lsl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	announced := func() (bool, bool) {
+		for _, v := range r.c.Desired().VIPs {
+			if v.Addr == lvip {
+				return true, v.Local
+			}
+		}
+		return false, false
+	}
+	waitUntil(t, 5*time.Second, "Local VIP announced", func() bool { a, l := announced(); return a && l })
+	lurl := fmt.Sprintf("http://%s/", netip.AddrPortFrom(lvip, 80))
+	lHits := map[string]int{}
+	for i := 0; i < 10; i++ {
+		name, err := lab.Get(e.ctx, client, lurl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lHits[name]++
+	}
+	lsl.Endpoints[1].NodeName = ptr("n2") // no endpoint left on gw1
+	if _, err := e.cs.DiscoveryV1().EndpointSlices(ns).Update(e.ctx, lsl, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	gone := waitUntil(t, 5*time.Second, "Local VIP withdrawn", func() bool { a, _ := announced(); return !a })
+	t.Logf("MEASURED externalTrafficPolicy Local: %v (only the endpoint on gw1), announced with Local=true; withdrawn %s after the last local endpoint left",
+		fmtHits(lHits), gone.Round(time.Millisecond))
+	if lHits["backend-2"] != 10 {
+		t.Fatalf("Local hits %v", lHits)
+	}
+
 	// A NodePort Service: served on the gateway's own address.
 	np := e.svc(t, ns, "np", func(s *corev1.Service) {
 		s.Spec.Type = corev1.ServiceTypeNodePort
