@@ -319,3 +319,26 @@ func FuzzParseChain(f *testing.F) {
 		}
 	})
 }
+
+func TestCheckRefusesWhatNftablesCannotDo(t *testing.T) {
+	base := proxy.Service{VIP: netip.MustParseAddr("192.0.2.1"), Port: 80, Protocol: proxy.TCP, Method: proxy.NAT}
+	for _, sch := range []proxy.Scheduler{proxy.RoundRobin, proxy.WeightedRoundRobin, proxy.SourceHash, proxy.DestinationHash} {
+		s := base
+		s.Scheduler = sch
+		if err := Check(s); err != nil {
+			t.Errorf("scheduler %s refused: %v", sch, err)
+		}
+	}
+	for _, sch := range []proxy.Scheduler{proxy.LeastConn, proxy.WeightedLeastConn, proxy.ShortestExpected, proxy.NeverQueue, proxy.MaglevHash} {
+		s := base
+		s.Scheduler = sch
+		if err := Check(s); !errors.Is(err, proxy.ErrUnsupported) {
+			t.Errorf("scheduler %s: err %v, want ErrUnsupported", sch, err)
+		}
+	}
+	s := base
+	s.Method = proxy.DirectRouting
+	if err := Check(s); !errors.Is(err, proxy.ErrUnsupported) {
+		t.Errorf("dr: err %v, want ErrUnsupported", err)
+	}
+}

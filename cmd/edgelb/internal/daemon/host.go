@@ -1,13 +1,16 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 
 	"github.com/edgelb/edgelb/lb/config"
 	"github.com/edgelb/edgelb/proxy"
 	"github.com/edgelb/edgelb/proxy/hostcheck"
 	"github.com/edgelb/edgelb/proxy/ipvs"
+	"github.com/edgelb/edgelb/proxy/nft"
 )
 
 // HostFindings is what `check` prints and `run` refuses to start on: node
@@ -34,8 +37,25 @@ func HostFindings(cfg *config.Config, src hostcheck.Source) ([]hostcheck.Finding
 				Message: fmt.Sprintf("%s: only the IPVS dataplane can forward this way, but the nftables dataplane would run (%s; never silently downgraded)", strings.Join(fields, ", "), why),
 				Fix:     "load IPVS (modprobe ip_vs) and set dataplane.mode: ipvs, or use method nat / nat-nosnat"})
 		}
+		out = append(out, nftSchedulerFindings(cfg)...)
 	}
 	return out, nil
+}
+
+// nftSchedulerFindings refuses, before anything is programmed, schedulers
+// the nftables dataplane cannot express (lc, wlc, sed, nq, mh): it asks the
+// dataplane itself (nft.Check), so the rule lives in one place.
+func nftSchedulerFindings(cfg *config.Config) []hostcheck.Finding {
+	var out []hostcheck.Finding
+	for i, s := range cfg.Services {
+		probe := proxy.Service{VIP: netip.MustParseAddr("192.0.2.1"), Port: 1, Protocol: proxy.TCP, Scheduler: s.Scheduler, Method: proxy.NAT}
+		if err := nft.Check(probe); err != nil {
+			out = append(out, hostcheck.Finding{Severity: hostcheck.Error, Code: "scheduler-unsupported",
+				Message: fmt.Sprintf("services[%d].scheduler %q (service %q): %v", i, s.Scheduler, s.Name, errors.Unwrap(err)),
+				Fix:     "use rr, wrr, sh or dh with nftables, or load IPVS (modprobe ip_vs) and set dataplane.mode: ipvs"})
+		}
+	}
+	return out
 }
 
 // ChooseDataplane resolves auto: IPVS when the kernel has it, else nftables.

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runCheck(t *testing.T, yaml string, extra ...string) (int, string) {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(p, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	code := realMain(append([]string{"check", "--config", p}, extra...), &out, &errb)
+	return code, out.String() + errb.String()
+}
+
+func TestCheckOverlappingPoolsQuotesBoth(t *testing.T) {
+	code, out := runCheck(t, `
+pools:
+  - name: a
+    addresses: ["192.0.2.0/25"]
+  - name: b
+    addresses: ["192.0.2.100-192.0.2.200"]
+`, "--no-host")
+	t.Log(out)
+	if code != 1 || !strings.Contains(out, `"192.0.2.0/25"`) || !strings.Contains(out, `"192.0.2.100-192.0.2.200"`) {
+		t.Fatalf("exit %d, output must quote both ranges:\n%s", code, out)
+	}
+}
+
+func TestCheckValid(t *testing.T) {
+	code, out := runCheck(t, `
+pools:
+  - name: a
+    addresses: ["192.0.2.0/25"]
+`, "--no-host")
+	if code != 0 || !strings.Contains(out, "valid") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}
+
+func TestCheckRefusesSchedulerNftablesCannotDo(t *testing.T) {
+	code, out := runCheck(t, `
+pools:
+  - name: a
+    addresses: ["192.0.2.0/25"]
+services:
+  - name: web
+    scheduler: wlc
+    ports: [{port: 80}]
+    backends: [{address: "198.51.100.2:80"}]
+dataplane: {mode: nftables}
+`)
+	t.Log(out)
+	if code != 1 || !strings.Contains(out, `services[0].scheduler "wlc"`) {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}
+
+func TestHelpEverywhere(t *testing.T) {
+	for _, c := range commands {
+		var out, errb bytes.Buffer
+		if code := realMain([]string{c.name, "--help"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "Usage: edgelb "+c.name) {
+			t.Errorf("%s --help: exit %d, output %q", c.name, code, out.String())
+		}
+	}
+}
