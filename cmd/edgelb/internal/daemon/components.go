@@ -96,7 +96,7 @@ func newAnnouncers(cfg *config.Config, log *slog.Logger, reg prometheus.Register
 			if name == "" {
 				name, _ = os.Hostname()
 			}
-			lc.Members = &l2.Members{Name: name, Bind: m.Bind, Join: m.Join, Key: []byte(string(m.Key)),
+			lc.Members = &l2.Members{Name: name, Bind: m.Bind, Advertise: m.Advertise, Join: m.Join, Key: []byte(string(m.Key)),
 				Tuning: l2.Tuning{ProbeInterval: m.ProbeInterval, ProbeTimeout: m.ProbeTimeout, SuspicionMult: m.SuspicionMult}}
 		}
 		a, err := l2.New(lc)

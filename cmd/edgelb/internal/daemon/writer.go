@@ -94,10 +94,14 @@ func kubernetesWriter(cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus
 		NodeName:        cfg.Kubernetes.NodeName,
 		NodeAddrs:       nodeAddrs,
 		BackendMode:     k8s.BackendMode(cfg.Kubernetes.BackendMode),
-		LeaseNamespace:  cfg.Kubernetes.LeaseNamespace,
-		LeaseName:       cfg.Kubernetes.LeaseName,
-		Registerer:      reg,
-		Logger:          log.With("component", "kubernetes"),
+		Scheduler:       cfg.Kubernetes.Scheduler,
+		Method:          cfg.Kubernetes.Method,
+
+		NodePortsOnLoadBalancers: cfg.Kubernetes.NodePortsOnLoadBalancers,
+		LeaseNamespace:           cfg.Kubernetes.LeaseNamespace,
+		LeaseName:                cfg.Kubernetes.LeaseName,
+		Registerer:               reg,
+		Logger:                   log.With("component", "kubernetes"),
 	})
 	if err != nil {
 		return nil, err
