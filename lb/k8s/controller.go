@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
@@ -270,6 +271,10 @@ func (c *Controller) WaitSynced(ctx context.Context) error {
 // leader election. On return the Lease is released unless KeepLeaseOnStop.
 func (c *Controller) Run(ctx context.Context) error {
 	log := c.opts.Logger
+	// Without the CRD the pool informer would wait forever: say so instead.
+	if err := c.checkCRD(); err != nil {
+		return err
+	}
 	c.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.cs.CoreV1().Events("")})
 	defer c.broadcaster.Shutdown()
 	defer c.desiredQ.ShutDown()
@@ -335,6 +340,24 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.desiredQ.ShutDown()
 	wg.Wait()
 	return nil
+}
+
+// ErrNoCRD: the IPPool CustomResourceDefinition is not installed.
+var ErrNoCRD = errors.New("the IPPool CRD (ippools.edgelb.io) is not installed: apply lb/k8s/crds/edgelb.io_ippools.yaml")
+
+func (c *Controller) checkCRD() error {
+	rl, err := c.cs.Discovery().ServerResourcesForGroupVersion(IPPoolGVR.GroupVersion().String())
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("discover %s: %w", IPPoolGVR.GroupVersion(), err)
+	}
+	if rl != nil {
+		for _, r := range rl.APIResources {
+			if r.Name == IPPoolGVR.Resource {
+				return nil
+			}
+		}
+	}
+	return ErrNoCRD
 }
 
 // lead is one leadership term. It ends when the Lease is lost (lctx) or

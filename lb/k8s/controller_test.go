@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -22,6 +23,7 @@ import (
 // allocation, pending with a Warning, assignment when an address frees.
 func TestControllerFake(t *testing.T) {
 	cs := fake.NewClientset()
+	cs.Resources = []*metav1.APIResourceList{{GroupVersion: "edgelb.io/v1alpha1", APIResources: []metav1.APIResource{{Name: "ippools", Kind: "IPPool"}}}}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{IPPoolGVR: "IPPoolList"}, poolObj("small", 0, "192.0.2.0/30"))
 	reg := prometheus.NewRegistry()
@@ -128,5 +130,19 @@ func waitFor(t testing.TB, limit time.Duration, what string, ok func() bool) {
 			t.Fatalf("timed out after %s waiting for %s", limit, what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestControllerNoCRD(t *testing.T) {
+	cs := fake.NewClientset()
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{IPPoolGVR: "IPPoolList"})
+	c, err := New(cs, dyn, Options{NodeName: "gw1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Run(ctx); !errors.Is(err, ErrNoCRD) {
+		t.Fatalf("Run without the CRD: %v, want ErrNoCRD", err)
 	}
 }

@@ -3,6 +3,8 @@
 package k8s
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -58,4 +60,30 @@ func TestK8sRBAC(t *testing.T) {
 		t.Logf("DeletePool refused: %v", err)
 	}
 	t.Logf("as user edgelb with the shipped RBAC: lease, pool create, allocation %v, status, Events and pool status all allowed", ip)
+}
+
+// TestK8sNoCRD: without the IPPool CRD the controller stops at once with
+// ErrNoCRD (naming the YAML to apply) instead of waiting forever.
+func TestK8sNoCRD(t *testing.T) {
+	for _, b := range []string{"etcd", "kube-apiserver"} {
+		if _, ok := k8slab.Binary(b); !ok {
+			t.Skipf("%s missing: run lab/tools/build.sh", b)
+		}
+	}
+	l, err := k8slab.New(t.TempDir()) // no CRDs installed
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Stop() })
+	c, err := NewForConfig(l.Config, testOptions("gw1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = c.Run(ctx)
+	if !errors.Is(err, ErrNoCRD) {
+		t.Fatalf("Run: %v, want ErrNoCRD", err)
+	}
+	t.Logf("without the CRD: %v", err)
 }
