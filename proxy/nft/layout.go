@@ -307,7 +307,7 @@ func (f fam) postRules(p post) []rule {
 // (missing, reordered, from an older layout, edited): delete edgelb's rules
 // there and append the right ones. Rules without edgelb's comment belong to
 // someone else and stay.
-func repairRules(t *nftables.Table, chain string, want []rule, have []*nftables.Rule) func(c *nftables.Conn) error {
+func repairRules(t *nftables.Table, chain string, want []rule, have []*nftables.Rule) (op, bool) {
 	var ours []*nftables.Rule
 	var comments []string
 	for _, r := range have {
@@ -321,9 +321,9 @@ func repairRules(t *nftables.Table, chain string, want []rule, have []*nftables.
 		same = comments[i] == want[i].comment(chain)
 	}
 	if same {
-		return nil
+		return op{}, false
 	}
-	return func(c *nftables.Conn) error {
+	return op{len(ours) + len(want), func(c *nftables.Conn) error {
 		ch := &nftables.Chain{Table: t, Name: chain}
 		for _, r := range ours {
 			if err := c.DelRule(&nftables.Rule{Table: t, Chain: ch, Handle: r.Handle}); err != nil {
@@ -334,5 +334,5 @@ func repairRules(t *nftables.Table, chain string, want []rule, have []*nftables.
 			c.AddRule(r.build(t, chain))
 		}
 		return nil
-	}
+	}}, true
 }

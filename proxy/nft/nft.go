@@ -32,6 +32,10 @@ type Options struct {
 	Table string
 	// Log receives warnings (default: discarded).
 	Log *slog.Logger
+
+	// Tests only: the receive buffer to force (bytes, before the kernel
+	// doubles it) and the messages per batch, instead of what dial derives.
+	rcvbuf, maxMsgs int
 }
 
 // Stats counts what the dataplane sent to the kernel.
@@ -40,16 +44,21 @@ type Stats struct {
 	Messages uint64 // nftables messages in them
 	Elements uint64 // set elements added or deleted
 	Reads    uint64 // full read-backs of the table (first Apply, Resync, repair)
+	// MaxMessages is the most messages one transaction carried: each is
+	// acknowledged, so it stays within what the receive buffer holds.
+	MaxMessages uint64
 }
 
 // Dataplane is the nftables dataplane. It is safe for concurrent use.
 type Dataplane struct {
-	mu     sync.Mutex
-	opts   Options
-	tables [2]*nftables.Table // ip, ip6
-	conn   *nftables.Conn
-	budget int // bytes of elements per batch (what the socket's send buffer takes)
-	closed bool
+	mu      sync.Mutex
+	opts    Options
+	tables  [2]*nftables.Table // ip, ip6
+	conn    *nftables.Conn
+	budget  int // bytes of elements per batch (what the socket's send buffer takes)
+	maxMsgs int // messages per transaction (their acknowledgements must fit the receive buffer)
+	rcvbuf  int // the socket's receive buffer, as the kernel reports it
+	closed  bool
 
 	// The model: what the kernel holds when !dirty.
 	svcs   map[proxy.Key]*svcState
@@ -108,37 +117,41 @@ func kernelErr(op string, err error) error {
 	return fmt.Errorf("%s: %w", op, err)
 }
 
-// sndbuf is the send buffer asked for: a cold sync of 10,000 services is
-// ~5 MB of elements, sent in batches of budget bytes.
+// sndbuf and rcvbuf are the socket buffers asked for: a cold sync of
+// 10,000 services is ~5 MB of elements, sent in batches of at most a
+// quarter of the send buffer (1 MiB); each message of a batch is
+// acknowledged, and the acknowledgements must fit the receive buffer
+// (8 MiB after the kernel doubles it: 8,192 messages, see ackCost).
 const (
-	sndbuf = 8 << 20
-	rcvbuf = 4 << 20
+	sndbuf    = 8 << 20
+	rcvbuf    = 4 << 20
+	maxBudget = 1 << 20
 )
 
 func (d *Dataplane) dial() error {
-	d.budget = 1 << 20
-	forced := true
+	var snd, rcv int
 	setBuf := func(c *netlink.Conn) error {
 		rc, err := c.SyscallConn()
 		if err != nil {
 			return err
 		}
-		var serr error
-		if err := rc.Control(func(fd uintptr) {
-			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, sndbuf)
-			// Every message of a batch is acknowledged before we read.
-			if serr == nil {
-				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rcvbuf)
+		return rc.Control(func(fd uintptr) {
+			s := int(fd)
+			// The FORCE variants exceed net.core.[wr]mem_max (CAP_NET_ADMIN
+			// in the initial user namespace); without it, ask within them.
+			if unix.SetsockoptInt(s, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, sndbuf) != nil {
+				_ = unix.SetsockoptInt(s, unix.SOL_SOCKET, unix.SO_SNDBUF, sndbuf)
 			}
-		}); err != nil {
-			return err
-		}
-		if serr != nil {
-			// Not privileged to exceed wmem_max: stay inside the default.
-			forced = false
-			return c.SetWriteBuffer(sndbuf)
-		}
-		return nil
+			want := rcvbuf
+			if d.opts.rcvbuf > 0 {
+				want = d.opts.rcvbuf
+			}
+			if unix.SetsockoptInt(s, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, want) != nil {
+				_ = unix.SetsockoptInt(s, unix.SOL_SOCKET, unix.SO_RCVBUF, want)
+			}
+			snd, _ = unix.GetsockoptInt(s, unix.SOL_SOCKET, unix.SO_SNDBUF)
+			rcv, _ = unix.GetsockoptInt(s, unix.SOL_SOCKET, unix.SO_RCVBUF)
+		})
 	}
 	opts := []nftables.ConnOption{nftables.AsLasting(), nftables.WithSockOptions(setBuf)}
 	if d.opts.NetNS != 0 {
@@ -148,10 +161,15 @@ func (d *Dataplane) dial() error {
 	if err != nil {
 		return kernelErr("nft: open netlink", err)
 	}
-	if !forced {
-		d.budget = 96 << 10
-	}
 	d.conn = c
+	d.budget = min(max(snd/4, 32<<10), maxBudget)
+	d.rcvbuf = rcv
+	// Room for the structural messages beside the elements is left by
+	// flushBatch, which sends them apart when they do not fit.
+	d.maxMsgs = max(rcv/ackCost, 16)
+	if d.opts.maxMsgs > 0 {
+		d.maxMsgs = d.opts.maxMsgs
+	}
 	return nil
 }
 
@@ -218,7 +236,7 @@ func (d *Dataplane) Apply(ctx context.Context, cfg proxy.Config) error {
 	}
 	created, deleted := d.commit(ch)
 	if snap != nil {
-		err = d.fullSync(ctx, snap)
+		err = d.recoverLostAcks(ctx, d.fullSync(ctx, snap))
 	} else {
 		err = d.incremental(ctx, ch, created, deleted)
 	}
@@ -247,7 +265,7 @@ func (d *Dataplane) Resync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := d.fullSync(ctx, snap); err != nil {
+	if err := d.recoverLostAcks(ctx, d.fullSync(ctx, snap)); err != nil {
 		d.dirty = true
 		return err
 	}

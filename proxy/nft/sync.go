@@ -6,11 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"slices"
-	"strings"
 
 	"github.com/google/nftables"
-	"github.com/google/nftables/expr"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -106,167 +103,23 @@ func diffElems(old, new []elem) (del, add []elem) {
 	return del, add
 }
 
-// batch is one netlink transaction.
-type batch struct {
-	pre      []func(c *nftables.Conn) error // structure first (tables, sets, chains, rules)
-	del, add []elem
-	post     []func(c *nftables.Conn) // chain deletions last
-	bytes    int
+// addChain creates a chain with edgelb's rules in it.
+func (d *Dataplane) addChain(f fam, ch *nftables.Chain) op {
+	rules := f.rulesOf(ch.Name)
+	return op{1 + len(rules), func(c *nftables.Conn) error {
+		c.AddChain(ch)
+		for _, r := range rules {
+			c.AddRule(r.build(ch.Table, ch.Name))
+		}
+		return nil
+	}}
 }
 
-// unit is a group of element writes that must land in the same batch (one
-// service's).
-type unit struct{ del, add []elem }
-
-// pack groups units into batches of about budget bytes, each unit whole.
-func pack(units []unit, budget int) []*batch {
-	var out []*batch
-	cur := &batch{}
-	for _, u := range units {
-		n := 0
-		for _, e := range u.del {
-			n += e.size()
-		}
-		for _, e := range u.add {
-			n += e.size()
-		}
-		if cur.bytes > 0 && cur.bytes+n > budget {
-			out = append(out, cur)
-			cur = &batch{}
-		}
-		cur.del = append(cur.del, u.del...)
-		cur.add = append(cur.add, u.add...)
-		cur.bytes += n
-	}
-	return append(out, cur)
-}
-
-// sortElems puts writes in order: by rank (see rank; reversed for adds),
-// then grouped by table and set so each message carries many elements.
-func sortElems(es []elem, adds bool) {
-	cmp := func(x, y elem) int {
-		r := rank(x.set) - rank(y.set)
-		if adds {
-			r = -r
-		}
-		if r != 0 {
-			return r
-		}
-		if x.v6 != y.v6 {
-			if x.v6 {
-				return 1
-			}
-			return -1
-		}
-		return strings.Compare(x.set, y.set)
-	}
-	if !slices.IsSortedFunc(es, cmp) {
-		slices.SortStableFunc(es, cmp)
-	}
-}
-
-// maxMsgElems keeps one element message well below the 64 KiB a netlink
-// attribute can hold.
-const maxMsgElems = 400
-
-func (d *Dataplane) setRef(v6 bool, name string) *nftables.Set {
-	return &nftables.Set{Table: d.tableOf(v6), Name: name}
-}
-
-func (d *Dataplane) tableOf(v6 bool) *nftables.Table {
-	if v6 {
-		return d.tables[1]
-	}
-	return d.tables[0]
-}
-
-// writeElems queues element messages, grouped by table and set, in chunks.
-func (d *Dataplane) writeElems(c *nftables.Conn, es []elem, del bool) (int, error) {
-	msgs := 0
-	for i := 0; i < len(es); {
-		j := i
-		for j < len(es) && es[j].set == es[i].set && es[j].v6 == es[i].v6 && j-i < maxMsgElems {
-			j++
-		}
-		vals := make([]nftables.SetElement, 0, j-i)
-		for _, e := range es[i:j] {
-			se := nftables.SetElement{Key: e.key, Val: e.val}
-			if (e.set == setDispatch || e.set == setPost) && !del {
-				se.VerdictData = &expr.Verdict{Kind: expr.VerdictGoto, Chain: e.chain}
-			}
-			vals = append(vals, se)
-		}
-		set := d.setRef(es[i].v6, es[i].set)
-		var err error
-		if del {
-			err = c.SetDeleteElements(set, vals)
-		} else {
-			err = c.SetAddElements(set, vals)
-		}
-		if err != nil {
-			return msgs, fmt.Errorf("nft: encode elements of %s: %w", es[i].set, err)
-		}
-		msgs++
-		i = j
-	}
-	return msgs, nil
-}
-
-// flush sends the batches in order, one transaction each.
-func (d *Dataplane) flush(ctx context.Context, bs []*batch) error {
-	for i, b := range bs {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("nft: after %d of %d batches: %w", i, len(bs), err)
-		}
-		if len(b.pre) == 0 && len(b.del) == 0 && len(b.add) == 0 && len(b.post) == 0 {
-			continue
-		}
-		c := d.conn
-		msgs := 0
-		for _, f := range b.pre {
-			if err := f(c); err != nil {
-				d.redial()
-				return err
-			}
-			msgs++
-		}
-		sortElems(b.del, false)
-		sortElems(b.add, true)
-		n, err := d.writeElems(c, b.del, true)
-		msgs += n
-		if err == nil {
-			n, err = d.writeElems(c, b.add, false)
-			msgs += n
-		}
-		if err != nil {
-			d.redial()
-			return err
-		}
-		for _, f := range b.post {
-			f(c)
-			msgs++
-		}
-		d.stats.Batches++
-		d.stats.Messages += uint64(msgs)
-		d.stats.Elements += uint64(len(b.del) + len(b.add))
-		if err := c.Flush(); err != nil {
-			d.redial()
-			return kernelErr(fmt.Sprintf("nft: batch %d of %d (%d messages, %d deletes, %d adds)",
-				i+1, len(bs), msgs, len(b.del), len(b.add)), err)
-		}
-	}
-	return nil
-}
-
-func (d *Dataplane) addChain(c *nftables.Conn, f fam, ch *nftables.Chain) {
-	c.AddChain(ch)
-	for _, r := range f.rulesOf(ch.Name) {
-		c.AddRule(r.build(ch.Table, ch.Name))
-	}
-}
-
-func (d *Dataplane) delChain(f fam, name string) func(c *nftables.Conn) {
-	return func(c *nftables.Conn) { c.DelChain(&nftables.Chain{Table: d.tableOf(f.v6), Name: name}) }
+func (d *Dataplane) delChain(f fam, name string) op {
+	return op{1, func(c *nftables.Conn) error {
+		c.DelChain(&nftables.Chain{Table: d.tableOf(f.v6), Name: name})
+		return nil
+	}}
 }
 
 // incremental writes what changed since the last Apply: one unit per
@@ -301,23 +154,22 @@ func (d *Dataplane) incremental(ctx context.Context, ch *changes, created, delet
 		}
 		units = append(units, u)
 	}
-	bs := pack(units, d.budget)
+	bs := pack(units, d.budget, d.maxMsgs)
 	if ch.nodes != nil {
-		bs[0].pre = append(bs[0].pre, func(c *nftables.Conn) error {
+		bs[0].pre = append(bs[0].pre, op{2, func(c *nftables.Conn) error {
 			c.FlushSet(d.setRef(false, setNodes))
 			c.FlushSet(d.setRef(true, setNodes))
 			return nil
-		})
+		}})
 	}
 	for _, fc := range created {
-		f, chain := famOf(fc.v6), &nftables.Chain{Table: d.tableOf(fc.v6), Name: fc.name}
-		bs[0].pre = append(bs[0].pre, func(c *nftables.Conn) error { d.addChain(c, f, chain); return nil })
+		bs[0].pre = append(bs[0].pre, d.addChain(famOf(fc.v6), &nftables.Chain{Table: d.tableOf(fc.v6), Name: fc.name}))
 	}
 	last := bs[len(bs)-1]
 	for _, fc := range deleted {
 		last.post = append(last.post, d.delChain(famOf(fc.v6), fc.name))
 	}
-	if err := d.flush(ctx, bs); err != nil {
+	if err := d.recoverLostAcks(ctx, d.flush(ctx, bs)); err != nil {
 		return err
 	}
 	if len(purge) > 0 {
@@ -371,7 +223,7 @@ func (d *Dataplane) purgeAffinity(ctx context.Context, svcs []*svcState) error {
 				}
 			}
 		}
-		if err = d.flush(ctx, pack([]unit{u}, d.budget)); err == nil || !errors.Is(err, unix.ENOENT) {
+		if err = d.flush(ctx, pack([]unit{u}, d.budget, d.maxMsgs)); err == nil || !errors.Is(err, unix.ENOENT) {
 			return err
 		}
 	}
@@ -573,8 +425,7 @@ func (d *Dataplane) hint(st *svcState) (uint32, bool) {
 // fullSync converges the kernel (as read in s) to the model: structure
 // first, then element differences, then chains no longer used.
 func (d *Dataplane) fullSync(ctx context.Context, s *snapshot) error {
-	var pre []func(c *nftables.Conn) error
-	var post []func(c *nftables.Conn)
+	var pre, post []op
 	for _, f := range fams {
 		p, q := d.syncStructure(f, s.of(f.v6))
 		pre = append(pre, p...)
@@ -619,7 +470,7 @@ func (d *Dataplane) fullSync(ctx context.Context, s *snapshot) error {
 	for _, e := range adds {
 		units = append(units, unit{add: []elem{e}})
 	}
-	bs := pack(units, d.budget)
+	bs := pack(units, d.budget, d.maxMsgs)
 	bs[0].pre = pre
 	bs[len(bs)-1].post = post
 	if len(pre)+len(dels)+len(adds)+len(post) > 0 {
@@ -631,19 +482,19 @@ func (d *Dataplane) fullSync(ctx context.Context, s *snapshot) error {
 
 // syncStructure returns the writes that restore one table's structure
 // (table, sets, chains, edgelb's rules) and delete pick chains no longer used.
-func (d *Dataplane) syncStructure(f fam, ts *tableSnap) (pre []func(c *nftables.Conn) error, post []func(c *nftables.Conn)) {
+func (d *Dataplane) syncStructure(f fam, ts *tableSnap) (pre, post []op) {
 	t := d.tableOf(f.v6)
 	if !ts.exists {
-		pre = append(pre, func(c *nftables.Conn) error { c.AddTable(t); return nil })
+		pre = append(pre, op{1, func(c *nftables.Conn) error { c.AddTable(t); return nil }})
 	}
 	for _, set := range f.setDefs(t) {
 		if !ts.sets[set.Name] {
-			pre = append(pre, func(c *nftables.Conn) error {
+			pre = append(pre, op{1, func(c *nftables.Conn) error {
 				if err := c.AddSet(set, nil); err != nil {
 					return fmt.Errorf("nft: encode %s set %s: %w", f, set.Name, err)
 				}
 				return nil
-			})
+			}})
 		}
 	}
 	chains := baseChains(t)
@@ -661,10 +512,10 @@ func (d *Dataplane) syncStructure(f fam, ts *tableSnap) (pre []func(c *nftables.
 	for _, ch := range chains {
 		want[ch.Name] = true
 		if !ts.chains[ch.Name] {
-			pre = append(pre, func(c *nftables.Conn) error { d.addChain(c, f, ch); return nil })
+			pre = append(pre, d.addChain(f, ch))
 			continue
 		}
-		if fix := repairRules(t, ch.Name, f.rulesOf(ch.Name), ts.rules[ch.Name]); fix != nil {
+		if fix, ok := repairRules(t, ch.Name, f.rulesOf(ch.Name), ts.rules[ch.Name]); ok {
 			pre = append(pre, fix)
 		}
 	}

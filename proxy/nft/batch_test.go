@@ -1,0 +1,81 @@
+package nft
+
+import (
+	"testing"
+)
+
+// groupMsgs counts the messages writeElems sends for es after sortElems:
+// one per maxMsgElems elements of each contiguous (family, set) run.
+func groupMsgs(es []elem, adds bool) int {
+	es = append([]elem(nil), es...)
+	sortElems(es, adds)
+	n := 0
+	for i := 0; i < len(es); {
+		j := i
+		for j < len(es) && es[j].set == es[i].set && es[j].v6 == es[i].v6 && j-i < maxMsgElems {
+			j++
+		}
+		n++
+		i = j
+	}
+	return n
+}
+
+// TestPackBoundsMessages: every batch stays within the byte budget and the
+// message limit, its count is exactly what writeElems sends, units stay
+// whole and nothing is lost or reordered.
+func TestPackBoundsMessages(t *testing.T) {
+	var units []unit
+	total := 0
+	for i := 0; i < 3000; i++ {
+		id := idTag + 1 + uint32(i)
+		u := unit{add: []elem{
+			{v6: i%3 == 0, set: setVIP, key: encU32(id), val: encU32(id)},
+			{v6: i%3 == 0, set: setDispatch, key: encU32(id), chain: "pick-r2"},
+			{v6: i%3 == 0, set: setPost, key: encU32(id), chain: "post-m"},
+			{v6: i%3 == 0, set: setBE, key: encBucketKey(id, 0), val: []byte{1, 2, 3, 4, 0, 80}},
+			{v6: i%3 == 0, set: setBE, key: encBucketKey(id, 1), val: []byte{1, 2, 3, 5, 0, 80}},
+		}}
+		if i%7 == 0 {
+			u.del = []elem{{set: setBE, key: encBucketKey(id, 2)}}
+		}
+		units = append(units, u)
+		total += len(u.add) + len(u.del)
+	}
+	for _, tc := range []struct{ budget, maxMsgs int }{{1 << 20, 8192}, {1 << 20, 20}, {16 << 10, 8192}, {1 << 20, 1}} {
+		bs := pack(units, tc.budget, tc.maxMsgs)
+		got, next := 0, 0
+		for i, b := range bs {
+			want := groupMsgs(b.del, false) + groupMsgs(b.add, true)
+			if b.msgs.msgs != want {
+				t.Errorf("budget %d max %d: batch %d counts %d messages, writeElems sends %d", tc.budget, tc.maxMsgs, i, b.msgs.msgs, want)
+			}
+			// A batch over a limit holds one unit (it cannot be split).
+			one := len(b.add) == len(units[next].add) && len(b.del) == len(units[next].del)
+			if (b.msgs.msgs > tc.maxMsgs || b.bytes > tc.budget) && !one {
+				t.Errorf("budget %d max %d: batch %d has %d messages, %d bytes", tc.budget, tc.maxMsgs, i, b.msgs.msgs, b.bytes)
+			}
+			// Units whole and in order.
+			a, d := 0, 0
+			for a < len(b.add) {
+				u := units[next]
+				for k, e := range u.add {
+					if string(b.add[a+k].key) != string(e.key) {
+						t.Fatalf("batch %d: unit %d split or reordered", i, next)
+					}
+				}
+				a += len(u.add)
+				d += len(u.del)
+				next++
+			}
+			if d != len(b.del) {
+				t.Fatalf("batch %d: %d deletes, units hold %d", i, len(b.del), d)
+			}
+			got += len(b.add) + len(b.del)
+		}
+		if got != total || next != len(units) {
+			t.Errorf("budget %d max %d: %d elements in %d units packed, want %d in %d", tc.budget, tc.maxMsgs, got, next, total, len(units))
+		}
+		t.Logf("budget %d, max %d messages: %d batches", tc.budget, tc.maxMsgs, len(bs))
+	}
+}
