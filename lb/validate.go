@@ -39,6 +39,10 @@ type ValidateOptions struct {
 	// Others are the other services (one of the same name is skipped):
 	// a node port/protocol belongs to one service only.
 	Others []ServiceSpec
+	// NodePorts is the same knowledge as an index (node port and protocol
+	// → the service using it), for callers validating many services at
+	// once; an entry naming the service itself is ignored.
+	NodePorts map[PortProto]string
 }
 
 // NormalizeService fills the defaults a spec may leave out: scheduler wrr,
@@ -116,6 +120,9 @@ func ValidateService(s *ServiceSpec, o ValidateOptions) error {
 		if p.NodePort != 0 {
 			if !nr.Contains(p.NodePort) {
 				return fe(f+".nodePort", fmt.Sprint(p.NodePort), "outside the node-port range %s", nr)
+			}
+			if owner, ok := o.NodePorts[PortProto{p.NodePort, p.Protocol}]; ok && owner != s.Name {
+				return fe(f+".nodePort", fmt.Sprintf("%d/%s", p.NodePort, p.Protocol), "already used by service %q", owner)
 			}
 			for _, other := range o.Others {
 				if other.Name == s.Name {

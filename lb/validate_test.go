@@ -90,4 +90,16 @@ func TestValidateService(t *testing.T) {
 			t.Errorf("%s: %q does not quote the value", tc.desc, err)
 		}
 	}
+	// The index form of Others.
+	s := goodService()
+	NormalizeService(&s)
+	s.Ports[0].NodePort = 30081
+	err := ValidateService(&s, ValidateOptions{NodePorts: map[PortProto]string{{30081, proxy.TCP}: "other"}})
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Field != "ports[0].nodePort" || !strings.Contains(err.Error(), `"other"`) {
+		t.Fatalf("NodePorts index: %v", err)
+	}
+	if err := ValidateService(&s, ValidateOptions{NodePorts: map[PortProto]string{{30081, proxy.TCP}: "web"}}); err != nil {
+		t.Fatalf("own node port: %v", err)
+	}
 }

@@ -159,19 +159,28 @@ func (e *Engine) Service(ctx context.Context, name string) (out lb.ServiceStatus
 	return out, err
 }
 
-// validate normalizes and validates spec against the pools and the other
-// services of a (prospective) state.
-func (e *Engine) validate(spec *lb.ServiceSpec, pools map[string]store.Pool, svcs map[string]*service) error {
-	lb.NormalizeService(spec)
-	o := lb.ValidateOptions{NodePortRange: e.opts.NodePortRange, Pools: []lb.Pool{}}
+// validation prepares what validate checks specs against: the pools and
+// the node ports of a (prospective) service set, indexed once so a config
+// load of N services stays O(N).
+func (e *Engine) validation(pools map[string]store.Pool, svcs map[string]*service) lb.ValidateOptions {
+	o := lb.ValidateOptions{NodePortRange: e.opts.NodePortRange, Pools: []lb.Pool{}, NodePorts: map[lb.PortProto]string{}}
 	for _, n := range store.Names(pools) {
 		o.Pools = append(o.Pools, pools[n].Pool)
 	}
-	for n, s := range svcs {
-		if n != spec.Name {
-			o.Others = append(o.Others, s.Spec)
+	for _, n := range store.Names(svcs) {
+		for _, p := range svcs[n].Spec.Ports {
+			k := lb.PortProto{Port: p.NodePort, Protocol: p.Protocol}
+			if _, taken := o.NodePorts[k]; p.NodePort != 0 && !taken {
+				o.NodePorts[k] = n
+			}
 		}
 	}
+	return o
+}
+
+// validate normalizes and validates spec (see validation).
+func (e *Engine) validate(spec *lb.ServiceSpec, o lb.ValidateOptions) error {
+	lb.NormalizeService(spec)
 	if err := lb.ValidateService(spec, o); err != nil {
 		return err
 	}
@@ -191,7 +200,7 @@ func (e *Engine) validate(spec *lb.ServiceSpec, pools map[string]store.Pool, svc
 func (e *Engine) PutService(ctx context.Context, spec lb.ServiceSpec) (out lb.ServiceStatus, created bool, err error) {
 	spec = store.CloneSpec(spec)
 	err = e.do(ctx, func() error {
-		if err := e.validate(&spec, e.pools, e.svcs); err != nil {
+		if err := e.validate(&spec, e.validation(e.pools, e.svcs)); err != nil {
 			return err
 		}
 		origin := store.OriginAPI
@@ -279,8 +288,9 @@ func (e *Engine) SyncConfig(ctx context.Context, pools []lb.Pool, services []lb.
 		for i := range specs {
 			next[specs[i].Name] = &service{Service: store.Service{Spec: specs[i], Origin: store.OriginConfig}}
 		}
+		vo := e.validation(t.pools, next)
 		for i := range specs {
-			if err := e.validate(&specs[i], t.pools, next); err != nil {
+			if err := e.validate(&specs[i], vo); err != nil {
 				return fmt.Errorf("config: service %q: %w", specs[i].Name, err)
 			}
 			ns := store.Service{Spec: specs[i], Origin: store.OriginConfig}

@@ -72,10 +72,16 @@ func (e *Engine) desired() Desired {
 			vips[ip] = vips[ip] || announced
 		}
 	}
+	// Sort the addresses, not the (larger) VIP structs.
+	addrs := make([]netip.Addr, 0, len(vips))
 	for ip, announced := range vips {
-		if !announced {
-			continue
+		if announced {
+			addrs = append(addrs, ip)
 		}
+	}
+	slices.SortFunc(addrs, compareAddr)
+	d.VIPs = make([]announce.VIP, 0, len(addrs))
+	for _, ip := range addrs {
 		v := announce.VIP{Addr: ip}
 		if pool, ok := e.alloc.PoolOf(ip); ok {
 			a := e.pools[pool].Advertisement
@@ -87,7 +93,6 @@ func (e *Engine) desired() Desired {
 		}
 		d.VIPs = append(d.VIPs, v)
 	}
-	slices.SortFunc(d.VIPs, func(a, b announce.VIP) int { return compareAddr(a.Addr, b.Addr) })
 	return d
 }
 

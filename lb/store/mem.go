@@ -47,7 +47,7 @@ func (m *Mem) Load() (State, error) {
 	return m.st.Clone(), nil
 }
 
-// Commit applies c to a copy and swaps it in, so a failure changes nothing.
+// Commit applies c; a refused change (check, FailCommits) changes nothing.
 func (m *Mem) Commit(c Change) error {
 	if err := c.check(); err != nil {
 		return fmt.Errorf("commit to store: %w", err)
@@ -60,7 +60,9 @@ func (m *Mem) Commit(c Change) error {
 	if m.failErr != nil {
 		return fmt.Errorf("commit to store: %w", m.failErr)
 	}
-	next := m.st.Clone()
+	// check() above refused everything that could fail, so applying in
+	// place is all-or-nothing (and O(change), not O(state)).
+	next := m.st
 	for _, n := range c.DeletePools {
 		delete(next.Pools, n)
 	}
@@ -83,7 +85,6 @@ func (m *Mem) Commit(c Change) error {
 			next.Assignments[n] = slices.Clone(ips)
 		}
 	}
-	m.st = next
 	m.commits++
 	return nil
 }

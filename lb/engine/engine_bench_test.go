@@ -1,0 +1,60 @@
+package engine
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/edgelb/edgelb/lb"
+	"github.com/edgelb/edgelb/lb/store"
+)
+
+func benchServices(n int) []lb.ServiceSpec {
+	out := make([]lb.ServiceSpec, n)
+	for i := range out {
+		out[i] = svc(fmt.Sprint("s", i), 80, "198.51.100.2", "198.51.100.3")
+	}
+	return out
+}
+
+// BenchmarkSyncConfig: a cold config load of N services (one transaction,
+// one store commit) — how standalone edgelb starts.
+func BenchmarkSyncConfig(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprint(n, "-services"), func(b *testing.B) {
+			pools := []lb.Pool{mustPool(b, "p", true, "198.18.0.0/16")}
+			svcs := benchServices(n)
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				e := start(b, store.NewMem(), Options{})
+				t0 := time.Now()
+				if err := e.SyncConfig(ctx, pools, svcs); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(time.Since(t0).Milliseconds()), "ms/load")
+			}
+		})
+	}
+}
+
+// BenchmarkPutService: replacing one service (new backends) among N. Each
+// change clones the allocator and recomputes the whole desired state, so
+// its cost grows linearly with N; this shows by how much.
+func BenchmarkPutService(b *testing.B) {
+	for _, n := range []int{100, 1000, 10000} {
+		b.Run(fmt.Sprint(n, "-services"), func(b *testing.B) {
+			e := start(b, store.NewMem(), Options{})
+			if err := e.SyncConfig(ctx, []lb.Pool{mustPool(b, "p", true, "198.18.0.0/16")}, benchServices(n)); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				s := svc("s0", 80, fmt.Sprintf("198.51.100.%d", 2+i%200))
+				if _, _, err := e.PutService(ctx, s); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
