@@ -335,6 +335,7 @@ func (e *Engine) SetBackendHealth(ctx context.Context, service string, backend n
 			}
 			down[backend] = true
 		}
+		e.invalidate(service, false)
 		e.refresh()
 		return nil
 	})

@@ -38,38 +38,17 @@ func (e *Engine) refresh() {
 // of one family (IPv4 when it has any): a VIP-less key has no family.
 func (e *Engine) desired() Desired {
 	d := Desired{Dataplane: proxy.Config{NodeAddrs: slices.Clone(e.opts.NodeAddrs)}}
+	if e.order == nil {
+		e.order = store.Names(e.svcs)
+	}
 	// vips: every assigned address → whether some service on it still
 	// wants it announced (a withdrawn all-down service does not).
 	vips := map[netip.Addr]bool{}
-	for _, n := range store.Names(e.svcs) {
-		s := &e.svcs[n].Spec
-		ips := e.alloc.IPs(n)
-		first := len(d.Dataplane.Services)
-		for k := range s.Ports {
-			p := &s.Ports[k]
-			if len(ips) == 0 {
-				if p.NodePort != 0 {
-					d.Dataplane.Services = append(d.Dataplane.Services, e.proxyService(s, p, netip.Addr{}))
-				}
-				continue
-			}
-			for _, ip := range ips {
-				d.Dataplane.Services = append(d.Dataplane.Services, e.proxyService(s, p, ip))
-			}
-		}
-		announced := true
-		if allDown(d.Dataplane.Services[first:]) {
-			switch e.opts.AllDown {
-			case AllDownWithdraw:
-				announced = false
-			default: // keep: back to the configured weights
-				for i := first; i < len(d.Dataplane.Services); i++ {
-					d.Dataplane.Services[i] = e.proxyServiceWeights(s, d.Dataplane.Services[i])
-				}
-			}
-		}
-		for _, ip := range ips {
-			vips[ip] = vips[ip] || announced
+	for _, n := range e.order {
+		r := e.renderService(n)
+		d.Dataplane.Services = append(d.Dataplane.Services, r.services...)
+		for _, ip := range r.ips {
+			vips[ip] = vips[ip] || r.announced
 		}
 	}
 	// Sort the addresses, not the (larger) VIP structs.
@@ -94,6 +73,59 @@ func (e *Engine) desired() Desired {
 		d.VIPs = append(d.VIPs, v)
 	}
 	return d
+}
+
+// rendered is one service's share of the desired state, cached so a
+// change re-renders only what it touched (invalidate).
+type rendered struct {
+	ips       []netip.Addr
+	services  []proxy.Service
+	announced bool
+}
+
+// invalidate drops service n's cached rendering; forgetOrder also drops
+// the cached name order (a service was added or removed).
+func (e *Engine) invalidate(n string, forgetOrder bool) {
+	delete(e.rendered, n)
+	if forgetOrder {
+		e.order = nil
+	}
+}
+
+// renderService renders service n (cached).
+func (e *Engine) renderService(n string) *rendered {
+	if r, ok := e.rendered[n]; ok {
+		return r
+	}
+	s := &e.svcs[n].Spec
+	r := &rendered{ips: e.alloc.IPs(n), announced: true}
+	for k := range s.Ports {
+		p := &s.Ports[k]
+		if len(r.ips) == 0 {
+			if p.NodePort != 0 {
+				r.services = append(r.services, e.proxyService(s, p, netip.Addr{}))
+			}
+			continue
+		}
+		for _, ip := range r.ips {
+			r.services = append(r.services, e.proxyService(s, p, ip))
+		}
+	}
+	if allDown(r.services) {
+		switch e.opts.AllDown {
+		case AllDownWithdraw:
+			r.announced = false
+		default: // keep: back to the configured weights
+			for i := range r.services {
+				r.services[i] = e.proxyServiceWeights(s, r.services[i])
+			}
+		}
+	}
+	if e.rendered == nil {
+		e.rendered = map[string]*rendered{}
+	}
+	e.rendered[n] = r
+	return r
 }
 
 // allDown reports whether the rendered services of one spec have backends

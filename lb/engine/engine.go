@@ -86,6 +86,8 @@ type Engine struct {
 	pools     map[string]store.Pool
 	svcs      map[string]*service
 	unhealthy map[string]map[netip.AddrPort]bool // service → backends marked down
+	rendered  map[string]*rendered               // per-service desired state (desired.go)
+	order     []string                           // sorted service names; nil: recompute
 }
 
 // service is a stored service and what became of it.

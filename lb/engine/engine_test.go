@@ -588,6 +588,17 @@ func TestConcurrentCallers(t *testing.T) {
 			t.Fatalf("%s: store %v, engine %v", s.Spec.Name, st.Assignments[s.Spec.Name], s.VIPs)
 		}
 	}
+	// The per-service render cache agrees with a render from scratch.
+	if err := e.do(ctx, func() error {
+		cached := e.desired()
+		e.rendered, e.order = nil, nil
+		if fresh := e.desired(); !reflect.DeepEqual(cached, fresh) {
+			return errors.New("cached desired state differs from a fresh render")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("%d services, %d addresses in use after 320 concurrent calls", len(svcs), len(holders))
 }
 

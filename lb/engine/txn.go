@@ -20,6 +20,8 @@ type txn struct {
 	alloc *lb.Allocator
 	pools map[string]store.Pool
 	svcs  map[string]*service
+	// origSvcs is the engine's service map the txn started from (unchanged).
+	origSvcs map[string]*service
 
 	poolsChanged map[string]bool // put or deleted
 	svcsChanged  map[string]bool // put or deleted (store records)
@@ -40,6 +42,7 @@ func (e *Engine) begin() *txn {
 		alloc:        e.alloc.Clone(),
 		pools:        maps.Clone(e.pools),
 		svcs:         maps.Clone(e.svcs),
+		origSvcs:     e.svcs,
 		poolsChanged: map[string]bool{},
 		svcsChanged:  map[string]bool{},
 		touched:      map[string]bool{},
@@ -174,6 +177,11 @@ func (t *txn) commit() error {
 	// 5. Swap in and publish.
 	e := t.e
 	e.alloc, e.pools, e.svcs = t.alloc, t.pools, t.svcs
+	for n := range check {
+		_, had := t.origSvcs[n]
+		_, has := e.svcs[n]
+		e.invalidate(n, had != has)
+	}
 	for n := range t.touched {
 		if _, ok := e.svcs[n]; !ok {
 			delete(e.unhealthy, n)
