@@ -216,6 +216,10 @@ type Kubernetes struct {
 	// NodePortsOnLoadBalancers also serves a LoadBalancer Service's node
 	// ports on the gateway's addresses (type NodePort Services always are).
 	NodePortsOnLoadBalancers bool
+	// NodeHealthCheck, with BackendMode nodeport, is a TCP check the gateway
+	// runs against every node:nodePort backend (EndpointSlices say nothing
+	// about a dead node); failing ones get weight 0. nil: no checks.
+	NodeHealthCheck *lb.HealthCheck
 }
 
 // State is where standalone mode persists pools, services and assignments.

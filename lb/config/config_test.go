@@ -366,6 +366,32 @@ services:
 	}
 }
 
+// TestNodeHealthCheck: kubernetes.nodeHealthCheck becomes a TCP check with
+// the per-service check's defaults (a short interval shortens the timeout).
+func TestNodeHealthCheck(t *testing.T) {
+	for y, want := range map[string]*lb.HealthCheck{
+		"kubernetes: {backendMode: nodeport}\n": nil,
+		"kubernetes: {backendMode: nodeport, nodeHealthCheck: {}}\n": {Type: "tcp", Interval: DefaultCheckInterval,
+			Timeout: DefaultCheckTimeout, Rise: DefaultRise, Fall: DefaultFall},
+		"kubernetes: {backendMode: nodeport, nodeHealthCheck: {interval: 500ms, rise: 1, fall: 4}}\n": {Type: "tcp",
+			Interval: 500 * time.Millisecond, Timeout: 500 * time.Millisecond, Rise: 1, Fall: 4},
+	} {
+		cfg := mustParse(t, y, nil)
+		if !reflect.DeepEqual(cfg.Kubernetes.NodeHealthCheck, want) {
+			t.Errorf("%q: got %+v, want %+v", y, cfg.Kubernetes.NodeHealthCheck, want)
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("%q: re-validate: %v", y, err)
+		}
+	}
+	// A check changed in code is re-checked.
+	cfg := mustParse(t, "kubernetes: {backendMode: nodeport, nodeHealthCheck: {}}\n", nil)
+	cfg.Kubernetes.NodeHealthCheck.Type = "http"
+	cfg.Kubernetes.NodeHealthCheck.Interval = 0
+	assertErrors(t, cfg.Validate(), []want{{"kubernetes.nodeHealthCheck.interval", `"0s": must be more than 0`},
+		{"kubernetes.nodeHealthCheck.type", `"http": node checks are TCP connects`}})
+}
+
 func TestManyErrorsAtOnce(t *testing.T) {
 	y := `
 pools:

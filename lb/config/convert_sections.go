@@ -270,6 +270,11 @@ func convertKubernetes(r *rawKubernetes, e env, snat bool, c *collector) Kuberne
 	if r.BackendMode != "" {
 		k.BackendMode = BackendMode(r.BackendMode)
 	}
+	if h := r.NodeHealthCheck; h != nil {
+		// The per-service check's parsing and defaults, restricted to TCP.
+		k.NodeHealthCheck = convertHealthCheck(&rawHealthCheck{Type: "tcp", Interval: h.Interval, Timeout: h.Timeout,
+			Rise: h.Rise, Fall: h.Fall}, "kubernetes.nodeHealthCheck", c)
+	}
 	return k
 }
 

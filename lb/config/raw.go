@@ -161,6 +161,16 @@ type rawKubernetes struct {
 	Scheduler         string `json:"scheduler"`
 	Method            string `json:"method"`
 	NodePortsOnLBs    bool   `json:"nodePortsOnLoadBalancers"`
+
+	NodeHealthCheck *rawNodeHealthCheck `json:"nodeHealthCheck"`
+}
+
+// rawNodeHealthCheck is a TCP connect check: no type, path or port to set.
+type rawNodeHealthCheck struct {
+	Interval duration `json:"interval"`
+	Timeout  duration `json:"timeout"`
+	Rise     *int64   `json:"rise"`
+	Fall     *int64   `json:"fall"`
 }
 
 type rawState struct {

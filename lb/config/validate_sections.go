@@ -240,6 +240,16 @@ func (c *Config) validateKubernetes(col *collector) {
 	if k.NodeName != "" && !dnsSubdomain(k.NodeName) {
 		col.add("kubernetes.nodeName", k.NodeName, "want a Node name (a DNS subdomain)")
 	}
+	if h := k.NodeHealthCheck; h != nil {
+		if k.BackendMode != BackendNodePort {
+			col.add("kubernetes.nodeHealthCheck", string(k.BackendMode),
+				"needs backendMode nodeport (with endpoints, Kubernetes readiness already decides which pods get traffic)")
+		}
+		if h.Type != "tcp" {
+			col.add("kubernetes.nodeHealthCheck.type", h.Type, "node checks are TCP connects")
+		}
+		validateHealth(col, "kubernetes.nodeHealthCheck", h)
+	}
 }
 
 // checkQualifiedName is Kubernetes' rule for loadBalancerClass: a label-style
