@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,4 +68,25 @@ func TestPoolRoundTrip(t *testing.T) {
 	if n := poolSize(&lb.Pool{Ranges: []lb.Range{huge}}); n != 1<<63-1 {
 		t.Fatalf("huge size %d", n)
 	}
+}
+
+// FuzzPoolFromObject: any addresses list is either a valid pool or a
+// FieldError/ConflictError naming the field; never a panic.
+func FuzzPoolFromObject(f *testing.F) {
+	for _, s := range []string{"192.0.2.0/28", "192.0.2.1/24", "198.51.100.9-198.51.100.1", "2001:db8::/120", " 192.0.2.5 ", "::ffff:192.0.2.0/120", "a-b"} {
+		f.Add(s, "192.0.2.64/30")
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		p, err := poolFromObject(poolObj("fz", 0, a, b))
+		if err != nil {
+			var fe *lb.FieldError
+			if !errors.As(err, &fe) || !strings.HasPrefix(fe.Field, "spec.") {
+				t.Fatalf("error %v is not a FieldError on spec", err)
+			}
+			return
+		}
+		if len(p.Ranges) != 2 || p.Validate() != nil {
+			t.Fatalf("accepted invalid pool %+v", p)
+		}
+	})
 }
