@@ -1,0 +1,311 @@
+//go:build netns || k8s
+
+package faults
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/edgelb/edgelb/lab/demo"
+	"github.com/edgelb/edgelb/lab/netns"
+)
+
+// The daemon binary is built once per test binary (or taken from
+// EDGELB_BIN, which lab/bench.sh sets to the `make build` output).
+var build struct {
+	sync.Once
+	dir, path string
+	err       error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if build.dir != "" {
+		os.RemoveAll(build.dir)
+	}
+	os.Exit(code)
+}
+
+func edgelbBinary(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("EDGELB_BIN"); p != "" {
+		return p
+	}
+	build.Do(func() {
+		if build.dir, build.err = os.MkdirTemp("", "edgelb-faults-"); build.err != nil {
+			return
+		}
+		build.path = filepath.Join(build.dir, "edgelb")
+		cmd := exec.Command("go", "build", "-o", build.path, "./cmd/edgelb")
+		cmd.Dir = "../.."
+		if out, err := cmd.CombinedOutput(); err != nil {
+			build.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if build.err != nil {
+		t.Fatal(build.err)
+	}
+	return build.path
+}
+
+// apiListen is where the daemon's REST API listens inside the gateway.
+const apiListen = "127.0.0.1:8080"
+
+// env is the demo lab (client, gateway, backends) with the real daemon
+// started and restarted in its gateway namespace.
+type env struct {
+	t       *testing.T
+	lab     *demo.Lab
+	dir     string
+	cfgPath string
+	token   string // token file
+	exe     string
+	d       *demo.Daemon
+	logs    *syncBuf
+	api     *http.Client // from inside the gateway
+}
+
+func newEnv(t *testing.T, prefix string, backends int) *env {
+	t.Helper()
+	netns.RequireRoot(t)
+	exe := edgelbBinary(t)
+	lab, err := demo.New(demo.Options{Prefix: netns.Unique(prefix), Backends: backends})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, lab: lab, dir: t.TempDir(), exe: exe, logs: &syncBuf{}}
+	if p := os.Getenv("EDGELB_FAULTS_LOG"); p != "" { // follow the daemon's log live
+		f, err := os.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		e.logs.tee = f
+	}
+	t.Cleanup(func() {
+		if err := lab.Close(); err != nil {
+			t.Errorf("lab cleanup: %v", err)
+		}
+	})
+	// The bulk pool is not on the client's segment: route it to the gateway.
+	if err := lab.Client.AddRoute(netip.MustParsePrefix(bulkPool), demo.GatewayFront.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	e.cfgPath = filepath.Join(e.dir, "config.yaml")
+	e.token = filepath.Join(e.dir, "token")
+	if err := os.WriteFile(e.token, []byte(demo.DemoToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.api = lab.Gateway.HTTPClient(30 * time.Second)
+	// Registered after the lab's cleanup, so it runs first: the daemon
+	// stops before its namespace goes away.
+	t.Cleanup(func() {
+		if e.d != nil {
+			e.d.Stop(20 * time.Second)
+		}
+		if t.Failed() {
+			t.Logf("daemon log (tail):\n%s", tail(e.logs.String(), 60))
+		}
+	})
+	return e
+}
+
+func (e *env) writeConfig(cfg string) {
+	e.t.Helper()
+	if err := os.WriteFile(e.cfgPath, []byte(cfg), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// start writes cfg and starts the daemon without waiting for it.
+func (e *env) start(cfg string) {
+	e.t.Helper()
+	if e.d != nil {
+		select {
+		case <-e.d.Done():
+		default:
+			e.t.Fatal("start: the previous daemon is still running")
+		}
+	}
+	e.writeConfig(cfg)
+	fmt.Fprintf(e.logs, "----- daemon start %s -----\n", time.Now().Format(time.RFC3339Nano))
+	d, err := e.lab.StartDaemon(e.exe, e.cfgPath, e.logs, e.logs)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.d = d
+}
+
+// waitReady waits until /readyz says the dataplane converged.
+func (e *env) waitReady(limit time.Duration) time.Duration {
+	e.t.Helper()
+	t0 := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	if err := e.lab.WaitAPI(ctx, apiListen, e.d); err != nil {
+		e.t.Fatalf("%v\n%s", err, tail(e.logs.String(), 40))
+	}
+	return time.Since(t0)
+}
+
+// kill9 kills the daemon with SIGKILL (no shutdown path runs) and reaps it.
+func (e *env) kill9() {
+	e.t.Helper()
+	if err := syscall.Kill(e.d.PID(), syscall.SIGKILL); err != nil {
+		e.t.Fatalf("kill -9 %d: %v", e.d.PID(), err)
+	}
+	select {
+	case <-e.d.Done():
+	case <-time.After(10 * time.Second):
+		e.t.Fatal("daemon not reaped 10 s after SIGKILL")
+	}
+}
+
+func (e *env) signal(sig syscall.Signal) {
+	e.t.Helper()
+	if err := syscall.Kill(e.d.PID(), sig); err != nil {
+		e.t.Fatalf("kill -%d %d: %v", sig, e.d.PID(), err)
+	}
+}
+
+// alive fails the test when the daemon has exited.
+func (e *env) alive() {
+	e.t.Helper()
+	select {
+	case <-e.d.Done():
+		e.t.Fatalf("daemon exited: %v\n%s", e.d.Err(), tail(e.logs.String(), 40))
+	default:
+	}
+}
+
+// rest sends one authorised request to the daemon's API.
+func (e *env) rest(method, path, body string) (int, string) {
+	e.t.Helper()
+	req, err := http.NewRequest(method, "http://"+apiListen+path, strings.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+demo.DemoToken)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := e.api.Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, string(b)
+}
+
+// procStatus reads fields of /proc/PID/status (VmRSS, VmHWM...) in KiB.
+func procStatus(pid int, fields ...string) (map[string]int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	for _, l := range strings.Split(string(b), "\n") {
+		for _, f := range fields {
+			if rest, ok := strings.CutPrefix(l, f+":"); ok {
+				v := strings.Fields(rest)
+				if len(v) > 0 {
+					n, _ := strconv.ParseInt(v[0], 10, 64)
+					out[f] = n
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// procCPU is a process's user+system CPU time from /proc/PID/stat.
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command (which may hold spaces) start after ") ".
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / 100 // USER_HZ is 100 on Linux
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// syncBuf is a goroutine-safe log sink for the daemon's output.
+type syncBuf struct {
+	mu  sync.Mutex
+	b   bytes.Buffer
+	tee io.Writer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tee != nil {
+		s.tee.Write(p)
+	}
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// waitFor polls ok every step until it holds or limit passes; it returns
+// how long that took and whether it held.
+func waitFor(limit, step time.Duration, ok func() bool) (time.Duration, bool) {
+	t0 := time.Now()
+	for {
+		if ok() {
+			return time.Since(t0), true
+		}
+		if time.Since(t0) > limit {
+			return time.Since(t0), false
+		}
+		time.Sleep(step)
+	}
+}

@@ -1,0 +1,204 @@
+//go:build netns
+
+package faults
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgelb/edgelb/lab/demo"
+	"github.com/edgelb/edgelb/lab/netns"
+)
+
+// envInt reads a positive integer knob (shorter quick runs), else def.
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// foreignRules adds a table with a rule (and a second table) that belong to
+// someone else, and returns a function that fails the test when any of it
+// changed: edgelb must never touch what it did not create.
+func foreignRules(t *testing.T, ns *netns.NS) func(step string) {
+	t.Helper()
+	const ruleset = `table inet other {
+	chain input {
+		type filter hook input priority 0; policy accept;
+		tcp dport 9 counter accept comment "someone-elses"
+	}
+}
+table ip nat {
+	chain postrouting {
+		type nat hook postrouting priority 100; policy accept;
+		oifname "nothere0" masquerade comment "someone-elses-too"
+	}
+}
+`
+	cmd := ns.Command(context.Background(), "nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(ruleset)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("nft -f (foreign tables): %v: %s", err, out)
+	}
+	snap := func() string {
+		var b strings.Builder
+		for _, tbl := range [][2]string{{"inet", "other"}, {"ip", "nat"}} {
+			out, err := ns.Exec(context.Background(), "nft", "-a", "list", "table", tbl[0], tbl[1])
+			if err != nil {
+				return "missing: " + err.Error()
+			}
+			b.Write(out)
+		}
+		return b.String()
+	}
+	before := snap()
+	return func(step string) {
+		t.Helper()
+		if after := snap(); after != before {
+			t.Errorf("%s: someone else's tables changed:\nbefore:\n%s\nafter:\n%s", step, before, after)
+		} else {
+			t.Logf("%s: the foreign tables inet other and ip nat (2 rules) are untouched", step)
+		}
+	}
+}
+
+// converged compares the gateway's tables with want, retrying for a while
+// (the daemon says ready once its first Apply returned, so it is normally
+// exact at once); it fails the test with the differences.
+func (e *env) converged(step string, want []svcDef) {
+	e.t.Helper()
+	var probs []string
+	var k *kernel
+	took, ok := waitFor(20*time.Second, 200*time.Millisecond, func() bool {
+		var err error
+		if k, err = readKernel(e.lab.Gateway, "ip"); err != nil {
+			probs = []string{err.Error()}
+			return false
+		}
+		probs = k.diff(want, []netip.Addr{demo.GatewayFront.Addr()})
+		if k6, err := readKernel(e.lab.Gateway, "ip6"); err != nil {
+			probs = append(probs, "ip6: "+err.Error())
+		} else {
+			for _, p := range k6.diff(nil, nil) {
+				if !strings.HasPrefix(p, "missing chain") { // an unused family may be bare
+					probs = append(probs, "ip6: "+p)
+				}
+			}
+		}
+		return len(probs) == 0
+	})
+	if !ok {
+		e.t.Fatalf("%s: kernel differs from the config after %s: %s", step, took.Round(time.Millisecond), summary(probs))
+	}
+	e.t.Logf("%s: kernel == config: %d frontends, %d elements, 0 missing, 0 stale (checked %s after ready)",
+		step, len(k.vip), k.elements, took.Round(time.Millisecond))
+}
+
+// trafficOK sends requests through a few VIPs from the client.
+func (e *env) trafficOK(step string, svcs ...svcDef) {
+	e.t.Helper()
+	c := e.lab.Client.HTTPClient(3 * time.Second)
+	for _, s := range svcs {
+		url := fmt.Sprintf("http://%s/", netip.AddrPortFrom(s.VIP, s.Port))
+		for i := 0; i < 3; i++ {
+			if _, err := e.lab.Get(context.Background(), c, url); err != nil {
+				e.t.Fatalf("%s: %s: %v", step, url, err)
+			}
+		}
+	}
+}
+
+// TestNetnsKill9During10kSync: the daemon is killed with SIGKILL while its
+// first sync of 10,000 services is half written; restarted, it converges
+// the kernel to exactly the config (nothing missing, nothing stale). Killed
+// again and restarted with a changed config (1,000 fewer services, 500 new,
+// every seventh changed), it converges to that one with no leftover of the first.
+// Someone else's tables stay untouched throughout.
+func TestNetnsKill9During10kSync(t *testing.T) {
+	n := envInt("EDGELB_FAULT_SERVICES", 10000)
+	e := newEnv(t, "flk", 3)
+	check := foreignRules(t, e.lab.Gateway)
+	a := append([]svcDef{e.webService()}, e.bulkServices(n-1, 0)...)
+	b := append([]svcDef{e.webService()}, e.bulkServices(n-1, 1)...)
+	cfgA := e.config(cfgOpts{Services: a})
+	t.Logf("config A: %d services (%d KiB of YAML); config B: %d services; load %s", len(a), len(cfgA)/1024, len(b), loadavg())
+
+	// 1. Kill -9 in the middle of the first sync. Between two of the
+	// dataplane's netlink batches some frontends are in and some are not;
+	// when a run is too quick to catch, the table is removed and the daemon
+	// started again (at most 5 times).
+	var at int
+	partial := false
+	for attempt := 1; attempt <= 5 && !partial; attempt++ {
+		e.start(cfgA)
+		t0 := time.Now()
+		for {
+			c := vipCount(e.lab.Gateway)
+			if c > 0 {
+				e.kill9()
+				at, partial = c, c < len(a)
+				t.Logf("attempt %d: kill -9 %s after start, %d of %d frontends in the kernel", attempt, time.Since(t0).Round(time.Millisecond), at, len(a))
+				break
+			}
+			select {
+			case <-e.d.Done():
+				t.Fatalf("daemon exited by itself: %v\n%s", e.d.Err(), tail(e.logs.String(), 30))
+			default:
+			}
+			if time.Since(t0) > 5*time.Minute {
+				t.Fatal("no frontend programmed 5 minutes after start")
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		if !partial {
+			if _, err := e.lab.Gateway.Exec(context.Background(), "nft", "delete", "table", "ip", "edgelb"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if !partial {
+		t.Fatalf("never caught the sync half-way in 5 attempts")
+	}
+	if k, err := readKernel(e.lab.Gateway, "ip"); err == nil {
+		t.Logf("left by the killed daemon: %d elements, %d differences from config A (e.g. %s)",
+			k.elements, len(k.diff(a, []netip.Addr{demo.GatewayFront.Addr()})), firstOf(k.diff(a, []netip.Addr{demo.GatewayFront.Addr()})))
+	}
+	check("after kill -9 mid-sync")
+
+	// 2. Restart with the same config: converges to exactly A.
+	e.start(cfgA)
+	ready := e.waitReady(5 * time.Minute)
+	cpu := procCPU(e.d.PID())
+	e.converged("restart with config A", a)
+	rss, _ := procStatus(e.d.PID(), "VmRSS", "VmHWM")
+	t.Logf("MEASURED restart after kill -9 at %d/%d frontends: ready (kernel converged) in %s, daemon CPU %s; RSS %.1f MiB (peak %.1f MiB) with %d services; load %s",
+		at, len(a), ready.Round(time.Millisecond), cpu, float64(rss["VmRSS"])/1024, float64(rss["VmHWM"])/1024, len(a), loadavg())
+	e.trafficOK("config A", a[0], a[1], a[len(a)-1])
+	check("after the restart")
+
+	// 3. Kill -9 a converged daemon and start it with a changed config:
+	// what A had and B does not must go.
+	e.kill9()
+	e.start(e.config(cfgOpts{Services: b}))
+	ready = e.waitReady(5 * time.Minute)
+	cpu = procCPU(e.d.PID())
+	e.converged("restart with config B", b)
+	t.Logf("MEASURED restart with config B (%d services: %d removed, %d added, others changed): ready in %s, daemon CPU %s; load %s",
+		len(b), n/10, n/20, ready.Round(time.Millisecond), cpu, loadavg())
+	e.trafficOK("config B", b[0], b[1], b[len(b)-1])
+	check("after the restart with config B")
+}
+
+func firstOf(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return s[0]
+}
