@@ -107,21 +107,37 @@ func kubernetesWriter(cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus
 		return nil, err
 	}
 	out := make(chan Desired, 1)
-	return &writer{
+	conv := func(d k8s.Desired) Desired { e := d.Engine(); return Desired{Dataplane: e.Dataplane, VIPs: e.VIPs} }
+	w := &writer{
 		manager: c.Manager(),
 		desired: out,
 		run: func(ctx context.Context) {
-			go relay(ctx, c.Subscribe(), out, func(d k8s.Desired) Desired { e := d.Engine(); return Desired{Dataplane: e.Dataplane, VIPs: e.VIPs} })
+			go relay(ctx, c.Subscribe(), out, conv)
 			if err := c.Run(ctx); err != nil && ctx.Err() == nil {
 				log.Error("kubernetes controller stopped", "err", err)
 			}
 		},
 		start: c.WaitSynced,
 		setHealth: func(context.Context, string, netip.AddrPort, bool) error {
-			return nil // Kubernetes readiness decides endpoints; node-port checks are configured per service only in standalone mode
+			return nil // endpoints mode: Kubernetes readiness decides which pods get traffic
 		},
 		close: func() {},
-	}, nil
+	}
+	if hc := cfg.Kubernetes.NodeHealthCheck; hc != nil && cfg.Kubernetes.BackendMode == config.BackendNodePort {
+		// Node ports: the gateway checks the nodes itself, between the
+		// controller and the effects loop.
+		nh := newNodeHealth(*hc, cfg.Health.AllDown)
+		w.setHealth = nh.setHealth
+		w.run = func(ctx context.Context) {
+			mid := make(chan Desired, 1)
+			go relay(ctx, c.Subscribe(), mid, conv)
+			go nh.run(ctx, mid, out)
+			if err := c.Run(ctx); err != nil && ctx.Err() == nil {
+				log.Error("kubernetes controller stopped", "err", err)
+			}
+		}
+	}
+	return w, nil
 }
 
 // relay converts a latest-wins stream into another, dropping stale values.

@@ -1,0 +1,197 @@
+package daemon
+
+import (
+	"context"
+	"net/netip"
+	"strings"
+	"sync"
+
+	"github.com/edgelb/edgelb/announce"
+	"github.com/edgelb/edgelb/lb"
+	"github.com/edgelb/edgelb/lb/config"
+	"github.com/edgelb/edgelb/proxy"
+	"github.com/edgelb/edgelb/proxy/health"
+)
+
+// nodeHealth sits between the Kubernetes controller's desired states and
+// the effects loop when kubernetes.backendMode is nodeport and
+// kubernetes.nodeHealthCheck is set. EndpointSlices say nothing about a
+// dead node, so the gateway TCP-checks every node:nodePort backend itself
+// and puts the failing ones at weight 0 (no new connections; open ones
+// drain), keyed on the backend's address and port. The controller never
+// learns about it: health is this gateway's own view, not cluster state.
+//
+// The checks themselves run in the daemon's health.Checker: the filtered
+// Desired carries the targets (forwardDesired hands them to Checker.Set)
+// and the Checker's transitions come back through setHealth.
+type nodeHealth struct {
+	check   lb.HealthCheck
+	allDown config.AllDownPolicy
+	changed chan struct{} // a transition happened: filter the last state again
+
+	mu      sync.Mutex
+	checked map[netip.AddrPort]bool // backends under check in the last state
+	down    map[netip.AddrPort]bool
+}
+
+func newNodeHealth(check lb.HealthCheck, allDown config.AllDownPolicy) *nodeHealth {
+	return &nodeHealth{check: check, allDown: allDown, changed: make(chan struct{}, 1),
+		checked: map[netip.AddrPort]bool{}, down: map[netip.AddrPort]bool{}}
+}
+
+// setHealth records a checker transition (the writer's setHealth).
+func (n *nodeHealth) setHealth(_ context.Context, _ string, backend netip.AddrPort, healthy bool) error {
+	n.mu.Lock()
+	if !n.checked[backend] {
+		// A probe stopped because its backend left, reporting late: a
+		// backend that comes back starts healthy, as its new probe does.
+		n.mu.Unlock()
+		return nil
+	}
+	was := !n.down[backend]
+	if healthy {
+		delete(n.down, backend)
+	} else {
+		n.down[backend] = true
+	}
+	n.mu.Unlock()
+	if was != healthy {
+		select {
+		case n.changed <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// filter returns d with its health targets, and the backends that fail
+// their check at weight 0.
+func (n *nodeHealth) filter(d Desired) Desired {
+	d.Health = nodeTargets(d.Dataplane, n.check)
+	n.mu.Lock()
+	n.checked = make(map[netip.AddrPort]bool, len(d.Health))
+	for _, t := range d.Health {
+		n.checked[t.Backend] = true
+	}
+	down := make(map[netip.AddrPort]bool, len(n.down))
+	for b := range n.down {
+		if n.checked[b] {
+			down[b] = true
+		} else {
+			delete(n.down, b) // left: forgotten
+		}
+	}
+	n.mu.Unlock()
+	return applyDown(d, down, n.allDown)
+}
+
+// run passes the latest state from in to out (latest wins), filtered, and
+// filters the last state again on every health transition.
+func (n *nodeHealth) run(ctx context.Context, in <-chan Desired, out chan Desired) {
+	var cur Desired
+	have := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case d := <-in:
+			cur, have = d, true
+		case <-n.changed:
+			if !have {
+				continue
+			}
+		}
+		f := n.filter(cur)
+		select {
+		case <-out:
+		default:
+		}
+		out <- f
+	}
+}
+
+// nodeTargets lists one TCP check per distinct backend of the TCP services
+// (in nodeport mode every backend is a node:nodePort). A UDP node port has
+// nothing to connect to; a UDP backend sharing a TCP backend's address and
+// port follows its result.
+func nodeTargets(cfg proxy.Config, check lb.HealthCheck) []health.Target {
+	var out []health.Target
+	seen := map[netip.AddrPort]bool{}
+	for _, s := range cfg.Services {
+		if s.Protocol != proxy.TCP {
+			continue
+		}
+		name := s.Name
+		if !s.VIP.IsValid() {
+			// The controller names the node-port service "ns/name[/port]/nodeport";
+			// show the Kubernetes Service port the VIP service has too.
+			name = strings.TrimSuffix(name, "/nodeport")
+		}
+		for _, b := range s.Backends {
+			if seen[b.Addr] || b.Draining {
+				continue
+			}
+			seen[b.Addr] = true
+			out = append(out, health.Target{Service: name, Backend: b.Addr, Check: check})
+		}
+	}
+	return out
+}
+
+// applyDown puts down backends at weight 0 in a copy of d (the controller
+// may share backend slices between states). A service whose every
+// in-rotation backend is down follows the policy, as the standalone engine
+// does: keep (its backends stay at their weights: when every check fails the
+// checks may be what is wrong), or withdraw (weights 0, and its VIP is no
+// longer announced unless another service on that VIP still has a healthy
+// backend).
+func applyDown(d Desired, down map[netip.AddrPort]bool, policy config.AllDownPolicy) Desired {
+	if len(down) == 0 {
+		return d
+	}
+	svcs := make([]proxy.Service, len(d.Dataplane.Services))
+	vipUp, vipDown := map[netip.Addr]bool{}, map[netip.Addr]bool{}
+	for i, s := range d.Dataplane.Services {
+		live, hit := 0, 0
+		for _, b := range s.Backends {
+			switch {
+			case b.Weight == 0: // draining or set aside: not in rotation anyway
+			case down[b.Addr]:
+				hit++
+			default:
+				live++
+			}
+		}
+		allDown := hit > 0 && live == 0
+		if hit > 0 && !(allDown && policy != config.AllDownWithdraw) {
+			bs := make([]proxy.Backend, len(s.Backends))
+			copy(bs, s.Backends)
+			for j := range bs {
+				if down[bs[j].Addr] {
+					bs[j].Weight = 0
+				}
+			}
+			s.Backends = bs
+		}
+		if s.VIP.IsValid() {
+			if allDown {
+				vipDown[s.VIP] = true
+			} else {
+				vipUp[s.VIP] = true
+			}
+		}
+		svcs[i] = s
+	}
+	d.Dataplane.Services = svcs
+	if policy == config.AllDownWithdraw && len(vipDown) > 0 {
+		vips := make([]announce.VIP, 0, len(d.VIPs))
+		for _, v := range d.VIPs {
+			if vipDown[v.Addr] && !vipUp[v.Addr] {
+				continue
+			}
+			vips = append(vips, v)
+		}
+		d.VIPs = vips
+	}
+	return d
+}
