@@ -1,0 +1,250 @@
+//go:build netns
+
+package faults
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/edgelb/edgelb/lab/demo"
+)
+
+// loadDuration is EDGELB_LOAD_DURATION (a Go duration), default 2 minutes.
+func loadDuration(t *testing.T) time.Duration {
+	if v := os.Getenv("EDGELB_LOAD_DURATION"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 10*time.Second {
+			t.Fatalf("EDGELB_LOAD_DURATION %q: want a duration of at least 10s", v)
+		}
+		return d
+	}
+	return 2 * time.Minute
+}
+
+// loadResult is what the client saw.
+type loadResult struct {
+	mu     sync.Mutex
+	total  int
+	errs   []string
+	counts map[string]int
+	hits   []hit // every answer: when it was sent and who answered
+}
+
+type hit struct {
+	start   time.Time
+	backend string
+}
+
+// runLoad drives HTTP GETs at url from the client namespace with a fixed
+// number of workers (each a new connection: a new scheduling decision at the
+// load balancer), each pausing pace between requests, until ctx ends.
+func (e *env) runLoad(ctx context.Context, url string, workers int, pace time.Duration) (*loadResult, func()) {
+	r := &loadResult{counts: map[string]int{}}
+	c := e.lab.Client.HTTPClient(5 * time.Second)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				t0 := time.Now()
+				// The request's own context is not ctx: a request running
+				// when the load stops finishes rather than counting as failed.
+				rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				name, err := e.lab.Get(rctx, c, url)
+				cancel()
+				r.mu.Lock()
+				r.total++
+				if err != nil {
+					r.errs = append(r.errs, fmt.Sprintf("%s: %v", t0.Format("15:04:05.000"), err))
+				} else {
+					r.counts[name]++
+					r.hits = append(r.hits, hit{t0, name})
+				}
+				r.mu.Unlock()
+				time.Sleep(pace)
+			}
+		}()
+	}
+	return r, wg.Wait
+}
+
+// putService replaces a service through the REST API.
+func (e *env) putService(s svcDef) {
+	e.t.Helper()
+	type be struct {
+		Address string `json:"address"`
+		Port    uint16 `json:"port"`
+		Weight  uint32 `json:"weight"`
+	}
+	type port struct {
+		Name     string `json:"name,omitempty"`
+		Port     uint16 `json:"port"`
+		NodePort uint16 `json:"nodePort,omitempty"`
+	}
+	body := struct {
+		Name      string   `json:"name"`
+		VIPs      []string `json:"vips"`
+		Pool      string   `json:"pool,omitempty"`
+		Scheduler string   `json:"scheduler,omitempty"`
+		Ports     []port   `json:"ports"`
+		Backends  []be     `json:"backends"`
+	}{Name: s.Name, VIPs: []string{s.VIP.String()}, Pool: s.Pool, Scheduler: s.Scheduler,
+		Ports: []port{{Port: s.Port, NodePort: s.NodePort}}, Backends: []be{}}
+	for _, b := range s.Backends {
+		body.Backends = append(body.Backends, be{b.Addr.Addr().String(), b.Addr.Port(), b.Weight})
+	}
+	js, _ := json.Marshal(body)
+	code, resp := e.rest(http.MethodPut, "/api/v1/services/"+s.Name, string(js))
+	if code/100 != 2 {
+		e.t.Fatalf("PUT %s: %d %s", s.Name, code, resp)
+	}
+}
+
+// TestNetnsDrainUnderLoad: 8 clients send HTTP requests through the VIP
+// (EDGELB_LOAD_DURATION, default 2 minutes) while backends are drained
+// (weight 0 through the REST API), removed, added back and a fourth one
+// added and drained: no request fails, and a drained or removed backend
+// takes no new connection once the change has settled.
+func TestNetnsDrainUnderLoad(t *testing.T) {
+	dur := loadDuration(t)
+	const workers, pace, settle = 8, 10 * time.Millisecond, 500 * time.Millisecond
+	e := newEnv(t, "fll", 4)
+	// The client opens many short connections to one VIP:port: let it
+	// reuse its own TIME_WAIT ports (in its namespace only).
+	if err := e.lab.Client.Sysctl("net.ipv4.tcp_tw_reuse", "1"); err != nil {
+		t.Fatal(err)
+	}
+	web := e.webService()
+	web.Scheduler = "" // wrr: weights count
+	all := slices.Clone(web.Backends)
+	web.Backends = web.Backends[:3] // backend-4 joins later
+	e.start(e.config(cfgOpts{Services: []svcDef{web}}))
+	e.waitReady(time.Minute)
+	e.converged("start", []svcDef{web})
+
+	weights := map[int]uint32{0: 1, 1: 1, 2: 1} // backend index → weight; absent = not in the service
+	steps := []struct {
+		what string
+		be   int
+		w    int // -1: remove
+	}{
+		{"drain", 0, 0}, {"remove", 0, -1}, {"add", 0, 1}, {"add", 3, 2},
+		{"drain", 1, 0}, {"remove", 1, -1}, {"add", 1, 1},
+		{"drain", 3, 0}, {"remove", 3, -1}, {"drain", 2, 0}, {"undrain", 2, 1},
+	}
+	every := dur / time.Duration(len(steps)+1)
+	url := fmt.Sprintf("http://%s/", netip.AddrPortFrom(web.VIP, web.Port))
+	ctx, stop := context.WithCancel(context.Background())
+	cpu0 := procCPU(e.d.PID())
+	t0 := time.Now()
+	res, wait := e.runLoad(ctx, url, workers, pace)
+	// excluded[name] = windows in which that backend must get no new connection.
+	type window struct {
+		from, to time.Time
+		kind     string // "drained" (weight 0) or "removed"
+	}
+	excluded := map[string][]window{}
+	open := map[string]window{}
+	var changes, kernelOff []string
+	for i, s := range steps {
+		time.Sleep(time.Until(t0.Add(time.Duration(i+1) * every)))
+		e.alive()
+		if s.w < 0 {
+			delete(weights, s.be)
+		} else {
+			weights[s.be] = uint32(s.w)
+		}
+		spec := web
+		spec.Backends = nil
+		for k := 0; k < len(all); k++ {
+			if w, ok := weights[k]; ok {
+				spec.Backends = append(spec.Backends, beDef{all[k].Addr, w})
+			}
+		}
+		name := e.lab.Backends[s.be].Name
+		ts := time.Now()
+		e.putService(spec)
+		took := time.Since(ts)
+		// A backend is out from its drain (or removal) until it is added
+		// back; a removal right after a drain starts a new window.
+		if w, was := open[name]; was {
+			w.to = ts
+			excluded[name] = append(excluded[name], w)
+			delete(open, name)
+		}
+		switch {
+		case s.w == 0:
+			open[name] = window{from: ts.Add(took + settle), kind: "drained"}
+		case s.w < 0:
+			open[name] = window{from: ts.Add(took + settle), kind: "removed"}
+		}
+		changes = append(changes, fmt.Sprintf("%s %s %s (PUT %s)", time.Since(t0).Round(time.Second), s.what, name, took.Round(time.Millisecond)))
+		// Where a leak comes from: does the kernel hold what the spec says?
+		time.Sleep(settle)
+		if k, err := readKernel(e.lab.Gateway, "ip"); err == nil {
+			if p := k.diff([]svcDef{spec}, []netip.Addr{demo.GatewayFront.Addr()}); len(p) > 0 {
+				kernelOff = append(kernelOff, fmt.Sprintf("after %s %s: %s", s.what, name, summary(p)))
+			}
+		}
+	}
+	time.Sleep(time.Until(t0.Add(dur)))
+	stop()
+	wait()
+	elapsed := time.Since(t0)
+	cpu := procCPU(e.d.PID()) - cpu0
+	for name, w := range open {
+		w.to = time.Now()
+		excluded[name] = append(excluded[name], w)
+	}
+
+	res.mu.Lock()
+	defer res.mu.Unlock()
+	var leaks []string
+	leaked := map[string]int{}
+	for _, h := range res.hits {
+		for _, w := range excluded[h.backend] {
+			if h.start.After(w.from) && h.start.Before(w.to) {
+				leaks = append(leaks, fmt.Sprintf("%s (%s) at +%s", h.backend, w.kind, h.start.Sub(t0).Round(time.Millisecond)))
+				leaked[w.kind]++
+			}
+		}
+	}
+	names := make([]string, 0, len(res.counts))
+	for n := range res.counts {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var per []string
+	for _, n := range names {
+		per = append(per, fmt.Sprintf("%s=%d", n, res.counts[n]))
+	}
+	rate := float64(len(res.errs)) / float64(max(res.total, 1))
+	t.Logf("changes: %s", strings.Join(changes, "; "))
+	t.Logf("MEASURED drain under load: %d workers for %s, %d requests (%.0f/s), %d failed (error rate %.4f%%), new connections to a drained backend %d, to a removed one %d (after %s settle); %s; daemon CPU %s; load %s",
+		workers, elapsed.Round(time.Second), res.total, float64(res.total)/elapsed.Seconds(), len(res.errs), 100*rate, leaked["drained"], leaked["removed"], settle, strings.Join(per, " "), cpu, loadavg())
+	if len(res.errs) > 0 {
+		t.Errorf("%d requests failed, e.g. %s", len(res.errs), strings.Join(res.errs[:min(5, len(res.errs))], "; "))
+	}
+	if len(kernelOff) > 0 {
+		t.Errorf("the kernel did not follow the REST changes: %s", strings.Join(kernelOff, " | "))
+	}
+	if len(leaks) > 0 {
+		t.Errorf("%d new connections reached a drained or removed backend, e.g. %s", len(leaks), strings.Join(leaks[:min(5, len(leaks))], ", "))
+	}
+	for _, b := range e.lab.Backends {
+		if res.counts[b.Name] == 0 {
+			t.Errorf("%s never answered", b.Name)
+		}
+	}
+}
