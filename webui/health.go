@@ -19,8 +19,9 @@ type BackendHealth struct {
 	Transitions uint64    `json:"transitions"`
 }
 
-// getHealth lists the checked backends; without Options.Health (Kubernetes
-// mode, or no checks configured) the list is empty.
+// getHealth lists the checked backends (standalone services' healthCheck,
+// Kubernetes nodeport mode's nodeHealthCheck); without Options.Health, or
+// with nothing under check, the list is empty. The page polls it.
 func (s *Server) getHealth(c echo.Context) error {
 	out := []BackendHealth{}
 	if s.opts.Health != nil {

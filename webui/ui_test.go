@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,7 +19,10 @@ import (
 // Manager and a fake FlowSource generating traffic: within 2 s the VIP's
 // backends show growing counters and live connections; a pool with an
 // overlapping range is refused with the error beside the field and nothing
-// created; a valid pool appears. It saves docs/screenshot.png.
+// created; a valid pool appears. With fake health data, every checked
+// backend shows "up", then one that fails its check shows
+// "down (health check)" with its last error, in its VIP table and in the
+// Health checks section. It saves docs/screenshot.png.
 func TestUIPage(t *testing.T) {
 	if err := uitest.Available(); err != nil {
 		t.Skip(err)
@@ -26,7 +30,12 @@ func TestUIPage(t *testing.T) {
 	m := newFakeManager()
 	m.seed(t)
 	src := newFakeFlows()
-	_, ts := startServer(t, m, func(o *Options) { o.Flows = src; o.BatchInterval = 100 * time.Millisecond })
+	hs := newFakeHealth("web", "198.51.100.2:8080", "198.51.100.3:8080", "198.51.100.4:8080")
+	_, ts := startServer(t, m, func(o *Options) {
+		o.Flows = src
+		o.BatchInterval = 100 * time.Millisecond
+		o.Health = hs.list
+	})
 
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
@@ -68,8 +77,13 @@ func TestUIPage(t *testing.T) {
 	if loaded+took > 2*time.Second {
 		t.Errorf("took %v (> 2 s) to show the VIP's backends and live connections", loaded+took)
 	}
-	if !strings.Contains(v1.Caption, "web") || v1.Rows[0].Weight != "1" || v1.Rows[2].Weight != "2" || v1.Rows[0].State != "active" {
+	if !strings.Contains(v1.Caption, "web") || v1.Rows[0].Weight != "1" || v1.Rows[2].Weight != "2" {
 		t.Errorf("VIP table %+v", v1)
+	}
+	for _, r := range v1.Rows { // checked and passing (the first health poll may land after the stream)
+		if r, err := b.WaitBackendState(frontend.String(), r.Backend, "up", 3*time.Second); err != nil || r.StateDetail != "" {
+			t.Errorf("checked healthy backend: %+v %v", r, err)
+		}
 	}
 
 	time.Sleep(time.Second)
@@ -83,6 +97,40 @@ func TestUIPage(t *testing.T) {
 		}
 		t.Logf("backend %s weight %s: total %d → %d, current %d, bytes in %s → %s", v2.Rows[i].Backend, v2.Rows[i].Weight,
 			v1.Rows[i].Total, v2.Rows[i].Total, v2.Rows[i].Current, v1.Rows[i].BytesIn, v2.Rows[i].BytesIn)
+	}
+
+	// One backend fails its check: the page says so in its VIP table, with the
+	// error as text, and in the Health checks section.
+	const dead, why = "198.51.100.4:8080", "tcp connect 198.51.100.4:8080: connect: connection refused"
+	hs.set(dead, false, why)
+	marked := time.Now()
+	row, err := b.WaitBackendState(frontend.String(), dead, "down (health check)", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("backend %s shown %q (%q) %v after its check failed", dead, row.State, row.StateDetail, time.Since(marked).Round(time.Millisecond))
+	if !strings.Contains(row.StateDetail, why) || row.Weight != "2" {
+		t.Errorf("down backend row %+v", row)
+	}
+	if v, _ := b.VIP(frontend.String()); v.Rows[0].State != "up" || v.Rows[1].State != "up" {
+		t.Errorf("the other backends: %+v", v.Rows)
+	}
+	hv, err := b.Health()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("health section: %s; summary %q", hv.Count, hv.Summary)
+	downRows := 0
+	for _, r := range hv.Rows {
+		if r.State == "down" {
+			downRows++
+			if r.Backend != dead || r.Service != "web" || r.LastError != why || r.Failures != 3 || !strings.HasSuffix(r.Since, " ago") {
+				t.Errorf("health row of the down backend: %+v", r)
+			}
+		}
+	}
+	if len(hv.Rows) != 3 || downRows != 1 || hv.Count != "(3 checked, 1 down)" || !strings.Contains(hv.Summary, "1 backend down") {
+		t.Errorf("health section %+v", hv)
 	}
 
 	if err := b.SetToken(testToken); err != nil {
@@ -126,5 +174,48 @@ func TestUIPage(t *testing.T) {
 		t.Fatalf("pool not in the store: %v", err)
 	}
 	t.Logf("valid pool: %q, listed in the pools table", res.OK)
+
+	// The backend passes again: back to "up".
+	hs.set(dead, true, "")
+	if row, err := b.WaitBackendState(frontend.String(), dead, "up", 5*time.Second); err != nil || row.StateDetail != "" {
+		t.Errorf("recovered backend: %+v %v", row, err)
+	}
 	stop()
+}
+
+// fakeHealth is Options.Health with backends that tests mark up or down.
+type fakeHealth struct {
+	mu    sync.Mutex
+	items []BackendHealth
+}
+
+func newFakeHealth(service string, backends ...string) *fakeHealth {
+	h := &fakeHealth{}
+	for _, b := range backends {
+		h.items = append(h.items, BackendHealth{Service: service, Backend: b, Healthy: true, Since: time.Now(), Checks: 5})
+	}
+	return h
+}
+
+func (h *fakeHealth) list() []BackendHealth {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := range h.items {
+		h.items[i].Checks++
+	}
+	return append([]BackendHealth(nil), h.items...)
+}
+
+func (h *fakeHealth) set(backend string, healthy bool, lastError string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := range h.items {
+		if b := &h.items[i]; b.Backend == backend && b.Healthy != healthy {
+			b.Healthy, b.LastError, b.Since = healthy, lastError, time.Now()
+			b.Transitions++
+			if !healthy {
+				b.Failures += 3
+			}
+		}
+	}
 }

@@ -1,11 +1,12 @@
 // edgelb's page: plain JavaScript, no build step. It uses only the REST API
 // described in /api/v1/openapi.json: the live stream /api/v1/events for what
-// it shows, /api/v1/pools for the pool form. Data is always inserted as
-// text (never as HTML).
+// it shows, /api/v1/health (polled) for backend health, /api/v1/pools for the
+// pool form. Data is always inserted as text (never as HTML).
 'use strict';
 
 const TOKEN_KEY = 'edgelb-token';
 const MAX_FLOW_ROWS = 200;
+const HEALTH_POLL_MS = 2000;
 
 const state = {
   pools: [], services: [], announce: [],
@@ -14,6 +15,8 @@ const state = {
   flowsTotal: 0,
   offset: 0,          // server clock minus ours, for ages
   editing: null,      // pool name being edited
+  health: [],         // GET /api/v1/health: backends under active checks
+  healthError: '',    // why the last health poll failed
 };
 
 const $ = (sel) => document.querySelector(sel);
@@ -103,6 +106,7 @@ function schedule() {
 
 function render() {
   renderVIPs();
+  renderHealth();
   renderFlows();
   renderPools();
   renderServices();
@@ -117,7 +121,9 @@ function renderSummary() {
   lastSummary = Date.now();
   let cur = 0;
   for (const s of state.stats.values()) cur += s.current;
-  $('#summary').textContent = `${state.stats.size} frontends · ${cur} live connections · ${state.pools.length} pools`;
+  const down = state.health.filter((h) => !h.healthy).length;
+  $('#summary').textContent = `${state.stats.size} frontends · ${cur} live connections · ${state.pools.length} pools` +
+    (down ? ` · ${down} backend${down === 1 ? '' : 's'} down` : '');
 }
 
 // vipTables joins the configured services (names, weights) with the
@@ -138,7 +144,7 @@ function vipTables() {
         for (const b of sp.backends || []) {
           const addr = hostPort(b.address, b.port || p.targetPort || p.port);
           const w = b.weight === undefined ? 1 : b.weight;
-          t.rows.set(addr, { backend: addr, weight: w, state: w > 0 ? 'active' : 'drain' });
+          t.rows.set(addr, { backend: addr, service: sp.name, weight: w, state: w > 0 ? 'active' : 'drain' });
         }
       }
     }
@@ -149,7 +155,7 @@ function vipTables() {
       if (!t.rows.has(b.backend)) {
         // Seen in traffic but not configured (e.g. a removed backend still draining).
         if (b.current === 0) continue;
-        t.rows.set(b.backend, { backend: b.backend, weight: '', state: 'unknown' });
+        t.rows.set(b.backend, { backend: b.backend, service: '', weight: '', state: 'unknown' });
       }
     }
   }
@@ -171,7 +177,7 @@ function renderVIPs() {
       const c = byBackend.get(r.backend) || { current: 0, total: 0, bytesIn: 0, bytesOut: 0 };
       body.append(el('tr', { 'data-backend': r.backend },
         el('th', { scope: 'row' }, r.backend), num(r.weight),
-        el('td', { class: 'state-' + r.state }, r.state),
+        stateCell(r),
         num(c.current), num(c.total), num(fmtBytes(c.bytesIn)), num(fmtBytes(c.bytesOut))));
     }
     const s = t.stats || { current: 0, total: 0, bytesIn: 0, bytesOut: 0 };
@@ -188,6 +194,77 @@ function renderVIPs() {
         num(s.current), num(s.total), num(fmtBytes(s.bytesIn)), num(fmtBytes(s.bytesOut))))));
   }
   box.replaceChildren(...out);
+}
+
+// healthOf finds a backend's check: the one of its own service, else any
+// check of that address and port (Kubernetes names services its own way),
+// a failing one first.
+function healthOf(service, backend) {
+  let found = null;
+  for (const h of state.health) {
+    if (h.backend !== backend) continue;
+    if (h.service === service) return h;
+    if (!found || (found.healthy && !h.healthy)) found = h;
+  }
+  return found;
+}
+
+// stateCell: configured state, refined by the backend's health check. A
+// failing backend says so in words, with its last error as text beside it
+// (screen readers read both; colour is never the only cue).
+function stateCell(r) {
+  const h = r.state === 'unknown' ? null : healthOf(r.service, r.backend);
+  if (h && !h.healthy) {
+    return el('td', { class: 'state-down' }, el('span', { class: 'state' }, 'down (health check)'),
+      el('span', { class: 'why' }, 'last error: ' + (h.lastError || 'none recorded')));
+  }
+  const st = h && r.state === 'active' ? 'up' : r.state;
+  return el('td', { class: 'state-' + st }, el('span', { class: 'state' }, st));
+}
+
+function renderHealth() {
+  const now = Date.now() + state.offset;
+  const rows = state.health.map((h) => {
+    const since = Date.parse(h.since);
+    return el('tr', { 'data-service': h.service, 'data-backend': h.backend },
+      el('td', {}, h.service), el('th', { scope: 'row' }, h.backend),
+      el('td', { class: h.healthy ? 'state-up' : 'state-down' }, h.healthy ? 'up' : 'down'),
+      el('td', {}, since > 0 ? el('time', { datetime: h.since, title: new Date(since).toLocaleString() },
+        fmtAge(now - since) + ' ago') : '—'),
+      num(h.checks), num(h.failures), num(h.transitions),
+      el('td', {}, h.lastError || ''));
+  });
+  if (rows.length === 0) {
+    rows.push(el('tr', {}, el('td', { colspan: 8, class: 'empty' },
+      state.healthError ? 'Health unavailable: ' + state.healthError : 'No backends under active health checks.')));
+  }
+  $('#health-table tbody').replaceChildren(...rows);
+  const down = state.health.filter((h) => !h.healthy).length;
+  $('#health-count').textContent = state.health.length ? `(${state.health.length} checked, ${down} down)` : '';
+}
+
+// pollHealth keeps state.health fresh; the live stream does not carry it.
+async function pollHealth() {
+  if (!document.hidden) {
+    try {
+      const r = await api('GET', '/api/v1/health');
+      if (r.ok && Array.isArray(r.data)) {
+        const was = state.health.filter((h) => !h.healthy).length;
+        const changed = JSON.stringify(r.data) !== JSON.stringify(state.health) || state.healthError;
+        state.health = r.data;
+        state.healthError = '';
+        if (state.health.filter((h) => !h.healthy).length !== was) lastSummary = 0; // announce it now
+        if (changed) schedule();
+      } else {
+        state.healthError = (r.data && r.data.error) || 'HTTP ' + r.status;
+        schedule();
+      }
+    } catch (e) {
+      state.healthError = String(e.message || e);
+      schedule();
+    }
+  }
+  setTimeout(pollHealth, HEALTH_POLL_MS);
 }
 
 function renderFlows() {
@@ -374,6 +451,7 @@ document.addEventListener('DOMContentLoaded', () => {
   showTokenState();
   render();
   connect();
+  pollHealth();
   // Ages move even when nothing else does.
-  setInterval(renderFlows, 1000);
+  setInterval(() => { renderFlows(); renderHealth(); }, 1000);
 });

@@ -85,9 +85,11 @@ type BackendRow struct {
 	Backend string `json:"backend"`
 	Weight  string `json:"weight"`
 	State   string `json:"state"`
-	Current int64  `json:"current"`
-	Total   int64  `json:"total"`
-	BytesIn string `json:"bytesIn"`
+	// StateDetail is the text beside the state: a failing check's last error.
+	StateDetail string `json:"stateDetail"`
+	Current     int64  `json:"current"`
+	Total       int64  `json:"total"`
+	BytesIn     string `json:"bytesIn"`
 }
 
 // VIPView is what the page shows for one frontend, plus the live-connection rows.
@@ -110,7 +112,9 @@ const readVIP = `((frontend) => {
   out.caption = t.querySelector('caption').textContent;
   for (const r of t.querySelectorAll('tbody tr')) {
     const c = [...r.children].map((x) => x.textContent);
-    out.rows.push({ backend: c[0], weight: c[1], state: c[2], current: +c[3], total: +c[4], bytesIn: c[5] });
+    const st = r.children[2].querySelector('.state'), why = r.children[2].querySelector('.why');
+    out.rows.push({ backend: c[0], weight: c[1], state: st ? st.textContent : c[2], stateDetail: why ? why.textContent : '',
+      current: +c[3], total: +c[4], bytesIn: c[5] });
   }
   return out;
 })(%s)`
@@ -136,6 +140,58 @@ func (b *Browser) WaitVIP(frontend string, backends int, within time.Duration) (
 			frontend, backends, within, v, err)
 	}
 	return took, v, verr
+}
+
+// WaitBackendState polls until the VIP table of frontend shows backend in
+// state ("up", "down (health check)", "active"…), or until within passes.
+func (b *Browser) WaitBackendState(frontend, backend, state string, within time.Duration) (BackendRow, error) {
+	cond := fmt.Sprintf(`(() => { const v = %s; return v.rows.some((r) => r.backend === %s && r.state === %s); })()`,
+		fmt.Sprintf(readVIP, strconv.Quote(frontend)), strconv.Quote(backend), strconv.Quote(state))
+	err := b.poll(cond, within)
+	v, verr := b.VIP(frontend)
+	for _, r := range v.Rows {
+		if r.Backend == backend {
+			if err != nil {
+				return r, fmt.Errorf("backend %s of %s is %q, not %q, after %v: %w", backend, frontend, r.State, state, within, err)
+			}
+			return r, verr
+		}
+	}
+	if err == nil {
+		err = verr
+	}
+	return BackendRow{}, fmt.Errorf("no backend %s in the table of %s (%+v): %v", backend, frontend, v, err)
+}
+
+// HealthRow is one row of the page's "Health checks" table.
+type HealthRow struct {
+	Service   string `json:"service"`
+	Backend   string `json:"backend"`
+	State     string `json:"state"`
+	Since     string `json:"since"`
+	Failures  int64  `json:"failures"`
+	LastError string `json:"lastError"`
+}
+
+// HealthView is the "Health checks" section: its rows, its count line and
+// whether the summary live region mentions down backends.
+type HealthView struct {
+	Rows    []HealthRow `json:"rows"`
+	Count   string      `json:"count"`
+	Summary string      `json:"summary"`
+}
+
+const readHealth = `(() => ({
+  count: document.querySelector('#health-count').textContent,
+  summary: document.querySelector('#summary').textContent,
+  rows: [...document.querySelectorAll('#health-table tbody tr[data-backend]')].map((r) => {
+    const c = [...r.children].map((x) => x.textContent);
+    return { service: c[0], backend: c[1], state: c[2], since: c[3], failures: +c[5], lastError: c[7] };
+  }) }))()`
+
+// Health reads the "Health checks" section.
+func (b *Browser) Health() (HealthView, error) {
+	return chromedp.Run(b.ctx, chromedp.Evaluate[HealthView](readHealth))
 }
 
 // SetToken types the API token into the page's token form.
