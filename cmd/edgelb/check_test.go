@@ -70,3 +70,24 @@ func TestHelpEverywhere(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeConfigIsValid keeps the README's example honest.
+func TestReadmeConfigIsValid(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	i := strings.Index(s, "### A minimal config\n\n```yaml\n")
+	if i < 0 {
+		t.Fatal("README has no minimal config block")
+	}
+	s = s[i+len("### A minimal config\n\n```yaml\n"):]
+	s = s[:strings.Index(s, "```")]
+	tok := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(tok, []byte("secret"), 0o600)
+	code, out := runCheck(t, strings.ReplaceAll(s, "/etc/edgelb/token", tok), "--no-host")
+	if code != 0 {
+		t.Fatalf("README config: exit %d\n%s", code, out)
+	}
+}
