@@ -97,7 +97,7 @@ func (e *env) converged(step string, want []svcDef) {
 	if !ok {
 		e.t.Fatalf("%s: kernel differs from the config after %s: %s", step, took.Round(time.Millisecond), summary(probs))
 	}
-	e.t.Logf("%s: kernel == config: %d frontends, %d elements, 0 missing, 0 stale (checked %s after ready)",
+	e.t.Logf("%s: kernel == config: %d frontends, %d elements, 0 missing, 0 stale (read back and compared in %s)",
 		step, len(k.vip), k.elements, took.Round(time.Millisecond))
 }
 

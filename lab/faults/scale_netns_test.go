@@ -1,0 +1,148 @@
+//go:build netns
+
+package faults
+
+import (
+	"fmt"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/edgelb/edgelb/lab/demo"
+)
+
+// connectTimes measures TCP connect (SYN sent → SYN/ACK received, as the
+// blocking connect(2) sees it) from the client namespace to each target,
+// n times each, interleaved (a, b, b, a, ...) so machine noise hits both
+// alike. Each socket is closed with RST (SO_LINGER 0): no TIME_WAIT piles up.
+func (e *env) connectTimes(n int, targets ...netip.AddrPort) ([][]time.Duration, error) {
+	out := make([][]time.Duration, len(targets))
+	once := func(ap netip.AddrPort) (time.Duration, error) {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return 0, err
+		}
+		defer unix.Close(fd)
+		if err := unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0}); err != nil {
+			return 0, err
+		}
+		tv := unix.Timeval{Sec: 3}
+		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv); err != nil {
+			return 0, err
+		}
+		sa := &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}
+		t0 := time.Now()
+		if err := unix.Connect(fd, sa); err != nil {
+			return 0, fmt.Errorf("connect %s: %w", ap, err)
+		}
+		return time.Since(t0), nil
+	}
+	// One OS thread inside the client namespace does every connect.
+	err := e.lab.Client.Do(func() error {
+		for i := 0; i < n; i++ {
+			for j := range targets {
+				k := j
+				if i%2 == 1 {
+					k = len(targets) - 1 - j
+				}
+				d, err := once(targets[k])
+				if err != nil {
+					return err
+				}
+				out[k] = append(out[k], d)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+func pct(xs []time.Duration, p float64) time.Duration {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	i := int(p / 100 * float64(len(s)-1))
+	return s[i]
+}
+
+func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
+
+// metric reads one unlabelled gauge from the daemon's /metrics.
+func (e *env) metric(name string) float64 {
+	code, body := e.rest(http.MethodGet, "/metrics", "")
+	if code != http.StatusOK {
+		return 0
+	}
+	for _, l := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
+			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return f
+		}
+	}
+	return 0
+}
+
+// TestNetnsFirstPacketLatency: TCP connect time from the client through
+// the VIP (DNAT + masquerade by edgelb's nftables rules) against straight
+// to a backend through the same gateway (routed, no NAT), with 10 and then
+// 10,000 services programmed: p50 ratio, goal ≤ 1.05. With 10,000 it also
+// reports the daemon's memory (VmRSS, goal < 100 MiB) after a cold start.
+// EDGELB_CONNECTS sets the number of connects per target (default 2,000).
+func TestNetnsFirstPacketLatency(t *testing.T) {
+	n := envInt("EDGELB_CONNECTS", 2000)
+	big := envInt("EDGELB_FAULT_SERVICES", 10000)
+	e := newEnv(t, "flp", 3)
+	// The direct path: the client routes the backends' subnet via the gateway.
+	if err := e.lab.Client.AddRoute(netip.MustParsePrefix("198.51.100.0/24"), demo.GatewayFront.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	web := e.webService()
+	vip := netip.AddrPortFrom(web.VIP, web.Port)
+	direct := e.lab.Backends[0].Addr
+	for _, count := range []int{10, big} {
+		svcs := append([]svcDef{web}, e.bulkServices(count-1, 0)...)
+		if e.d != nil {
+			if err := e.d.Stop(30 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t0 := time.Now()
+		e.start(e.config(cfgOpts{Services: svcs}))
+		e.waitReady(5 * time.Minute)
+		if _, ok := waitFor(5*time.Minute, 50*time.Millisecond, func() bool { return vipCount(e.lab.Gateway) == len(svcs) }); !ok {
+			t.Fatalf("%d services never programmed", len(svcs))
+		}
+		conv := time.Since(t0)
+		e.converged(fmt.Sprintf("%d services", count), svcs)
+		cpu := procCPU(e.d.PID())
+		if count == big {
+			time.Sleep(2 * time.Second) // let start-up garbage be collected
+			st, err := procStatus(e.d.PID(), "VmRSS", "VmHWM")
+			if err != nil {
+				t.Fatal(err)
+			}
+			rss := float64(st["VmRSS"]) / 1024
+			t.Logf("MEASURED daemon memory with %d services: VmRSS %.1f MiB (goal < 100 MiB), peak VmHWM %.1f MiB; Go heap in use %.1f MiB, Go runtime total from the OS %.1f MiB; cold start to converged %s, daemon CPU %s; load %s",
+				len(svcs), rss, float64(st["VmHWM"])/1024, e.metric("go_memstats_heap_inuse_bytes")/(1<<20),
+				e.metric("go_memstats_sys_bytes")/(1<<20), conv.Round(time.Millisecond), cpu, loadavg())
+		}
+		// Warm up (ARP, caches), then measure.
+		if _, err := e.connectTimes(100, vip, direct); err != nil {
+			t.Fatal(err)
+		}
+		times, err := e.connectTimes(n, vip, direct)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, d := times[0], times[1]
+		ratio := us(pct(v, 50)) / us(pct(d, 50))
+		line := fmt.Sprintf("MEASURED first packet with %d services: connect via VIP p50 %.1f µs p90 %.1f µs p99 %.1f µs; direct to the backend p50 %.1f µs p90 %.1f µs p99 %.1f µs; p50 ratio %.3f (goal ≤ 1.05) over %d connects each; load %s",
+			len(svcs), us(pct(v, 50)), us(pct(v, 90)), us(pct(v, 99)), us(pct(d, 50)), us(pct(d, 90)), us(pct(d, 99)), ratio, n, loadavg())
+		t.Log(line)
+	}
+}
