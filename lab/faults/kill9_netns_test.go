@@ -4,10 +4,7 @@ package faults
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,14 +12,6 @@ import (
 	"github.com/edgelb/edgelb/lab/demo"
 	"github.com/edgelb/edgelb/lab/netns"
 )
-
-// envInt reads a positive integer knob (shorter quick runs), else def.
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
-}
 
 // foreignRules adds a table with a rule (and a second table) that belong to
 // someone else, and returns a function that fails the test when any of it
@@ -65,52 +54,6 @@ table ip nat {
 			t.Errorf("%s: someone else's tables changed:\nbefore:\n%s\nafter:\n%s", step, before, after)
 		} else {
 			t.Logf("%s: the foreign tables inet other and ip nat (2 rules) are untouched", step)
-		}
-	}
-}
-
-// converged compares the gateway's tables with want, retrying for a while
-// (the daemon says ready once its first Apply returned, so it is normally
-// exact at once); it fails the test with the differences.
-func (e *env) converged(step string, want []svcDef) {
-	e.t.Helper()
-	var probs []string
-	var k *kernel
-	took, ok := waitFor(20*time.Second, 200*time.Millisecond, func() bool {
-		var err error
-		if k, err = readKernel(e.lab.Gateway, "ip"); err != nil {
-			probs = []string{err.Error()}
-			return false
-		}
-		probs = k.diff(want, []netip.Addr{demo.GatewayFront.Addr()})
-		if k6, err := readKernel(e.lab.Gateway, "ip6"); err != nil {
-			probs = append(probs, "ip6: "+err.Error())
-		} else {
-			for _, p := range k6.diff(nil, nil) {
-				if !strings.HasPrefix(p, "missing chain") { // an unused family may be bare
-					probs = append(probs, "ip6: "+p)
-				}
-			}
-		}
-		return len(probs) == 0
-	})
-	if !ok {
-		e.t.Fatalf("%s: kernel differs from the config after %s: %s", step, took.Round(time.Millisecond), summary(probs))
-	}
-	e.t.Logf("%s: kernel == config: %d frontends, %d elements, 0 missing, 0 stale (read back and compared in %s)",
-		step, len(k.vip), k.elements, took.Round(time.Millisecond))
-}
-
-// trafficOK sends requests through a few VIPs from the client.
-func (e *env) trafficOK(step string, svcs ...svcDef) {
-	e.t.Helper()
-	c := e.lab.Client.HTTPClient(3 * time.Second)
-	for _, s := range svcs {
-		url := fmt.Sprintf("http://%s/", netip.AddrPortFrom(s.VIP, s.Port))
-		for i := 0; i < 3; i++ {
-			if _, err := e.lab.Get(context.Background(), c, url); err != nil {
-				e.t.Fatalf("%s: %s: %v", step, url, err)
-			}
 		}
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,54 +28,6 @@ func loadDuration(t *testing.T) time.Duration {
 		return d
 	}
 	return 2 * time.Minute
-}
-
-// loadResult is what the client saw.
-type loadResult struct {
-	mu     sync.Mutex
-	total  int
-	errs   []string
-	counts map[string]int
-	hits   []hit // every answer: when it was sent and who answered
-}
-
-type hit struct {
-	start   time.Time
-	backend string
-}
-
-// runLoad drives HTTP GETs at url from the client namespace with a fixed
-// number of workers (each a new connection: a new scheduling decision at the
-// load balancer), each pausing pace between requests, until ctx ends.
-func (e *env) runLoad(ctx context.Context, url string, workers int, pace time.Duration) (*loadResult, func()) {
-	r := &loadResult{counts: map[string]int{}}
-	c := e.lab.Client.HTTPClient(5 * time.Second)
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				t0 := time.Now()
-				// The request's own context is not ctx: a request running
-				// when the load stops finishes rather than counting as failed.
-				rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				name, err := e.lab.Get(rctx, c, url)
-				cancel()
-				r.mu.Lock()
-				r.total++
-				if err != nil {
-					r.errs = append(r.errs, fmt.Sprintf("%s: %v", t0.Format("15:04:05.000"), err))
-				} else {
-					r.counts[name]++
-					r.hits = append(r.hits, hit{t0, name})
-				}
-				r.mu.Unlock()
-				time.Sleep(pace)
-			}
-		}()
-	}
-	return r, wg.Wait
 }
 
 // putService replaces a service through the REST API.
