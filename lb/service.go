@@ -41,9 +41,11 @@ type PortSpec struct {
 
 // BackendSpec is a real server of a standalone service.
 type BackendSpec struct {
-	Addr   netip.Addr `json:"address"`
-	Port   uint16     `json:"port,omitempty"` // 0: the port's TargetPort (or Port)
-	Weight uint32     `json:"weight"`
+	Addr netip.Addr `json:"address"`
+	Port uint16     `json:"port,omitempty"` // 0: the port's TargetPort (or Port)
+	// Weight is the share of new connections. 0 drains the backend: open
+	// connections finish, no new ones arrive (config and REST default to 1).
+	Weight uint32 `json:"weight"`
 }
 
 // HealthCheck is an active check run against every backend (issue: health checks).

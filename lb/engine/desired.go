@@ -111,7 +111,7 @@ func (e *Engine) renderService(n string) *rendered {
 			r.services = append(r.services, e.proxyService(s, p, ip))
 		}
 	}
-	if allDown(r.services) {
+	if e.allDown(s) {
 		switch e.opts.AllDown {
 		case AllDownWithdraw:
 			r.announced = false
@@ -128,20 +128,39 @@ func (e *Engine) renderService(n string) *rendered {
 	return r
 }
 
-// allDown reports whether the rendered services of one spec have backends
-// and every one of them is marked down (weight 0: a configured weight of 0
-// renders as 1, so 0 only ever means down).
-func allDown(svcs []proxy.Service) bool {
-	n := 0
-	for _, ps := range svcs {
-		for _, b := range ps.Backends {
-			if b.Weight != 0 {
+// allDown reports whether s has backends and every one of them is marked
+// down by its health check. A configured weight of 0 is a drain, not a
+// failure, so it does not count.
+func (e *Engine) allDown(s *lb.ServiceSpec) bool {
+	down := e.unhealthy[s.Name]
+	if len(s.Backends) == 0 || len(down) == 0 {
+		return false
+	}
+	for k := range s.Ports {
+		p := &s.Ports[k]
+		for _, b := range s.Backends {
+			if !backendDown(down, b, p) {
 				return false
 			}
-			n++
 		}
 	}
-	return n > 0
+	return true
+}
+
+// backendPort is the port b listens on for p: its own, else the port's
+// target port, else the port.
+func backendPort(b lb.BackendSpec, p *lb.PortSpec) uint16 {
+	switch {
+	case b.Port != 0:
+		return b.Port
+	case p.TargetPort != 0:
+		return p.TargetPort
+	}
+	return p.Port
+}
+
+func backendDown(down map[netip.AddrPort]bool, b lb.BackendSpec, p *lb.PortSpec) bool {
+	return down[netip.AddrPortFrom(b.Addr, backendPort(b, p))] || down[netip.AddrPortFrom(b.Addr, 0)]
 }
 
 // proxyServiceWeights restores the configured weights of ps's backends
@@ -187,20 +206,12 @@ func (e *Engine) render(s *lb.ServiceSpec, p *lb.PortSpec, vip netip.Addr, down 
 		if b.Addr.Is4() != is4 {
 			continue // NAT does not cross families
 		}
-		port := b.Port
-		if port == 0 {
-			port = p.TargetPort
-		}
-		if port == 0 {
-			port = p.Port
-		}
+		port := backendPort(b, p)
+		// Weight 0 (configured: a drain; or down by its health check) keeps
+		// existing connections and takes no new ones.
 		w := b.Weight
-		if w == 0 {
-			w = 1
-		}
-		if down[netip.AddrPortFrom(b.Addr, port)] || down[netip.AddrPortFrom(b.Addr, 0)] ||
-			(b.Port != 0 && down[netip.AddrPortFrom(b.Addr, b.Port)]) {
-			w = 0 // keeps existing connections, takes no new ones
+		if backendDown(down, b, p) {
+			w = 0
 		}
 		ps.Backends = append(ps.Backends, proxy.Backend{Addr: netip.AddrPortFrom(b.Addr, port), Weight: w})
 	}

@@ -41,7 +41,7 @@ func addr(s string) netip.Addr { return netip.MustParseAddr(s) }
 func svc(name string, port uint16, backends ...string) lb.ServiceSpec {
 	s := lb.ServiceSpec{Name: name, Ports: []lb.PortSpec{{Port: port, Protocol: proxy.TCP}}}
 	for _, b := range backends {
-		s.Backends = append(s.Backends, lb.BackendSpec{Addr: addr(b)})
+		s.Backends = append(s.Backends, lb.BackendSpec{Addr: addr(b), Weight: 1})
 	}
 	return s
 }
@@ -82,7 +82,7 @@ func TestDesiredState(t *testing.T) {
 			{Port: 53, Protocol: proxy.UDP},
 		},
 		Backends: []lb.BackendSpec{
-			{Addr: addr("198.51.100.2")},
+			{Addr: addr("198.51.100.2"), Weight: 1},
 			{Addr: addr("198.51.100.3"), Port: 9090, Weight: 3},
 			{Addr: addr("2001:db8:1::2"), Weight: 2},
 		},
@@ -103,7 +103,7 @@ func TestDesiredState(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := lb.ServiceSpec{Name: "wait", Pool: "tiny", Ports: []lb.PortSpec{{Port: 443, Protocol: proxy.TCP, NodePort: 30443}},
-		Backends: []lb.BackendSpec{{Addr: addr("198.51.100.9")}}}
+		Backends: []lb.BackendSpec{{Addr: addr("198.51.100.9"), Weight: 1}}}
 	st, _, err = e.PutService(ctx, w)
 	if err != nil || st.Pending == "" || len(st.VIPs) != 0 {
 		t.Fatalf("wait: %+v %v", st, err)
@@ -396,7 +396,7 @@ func TestSyncConfig(t *testing.T) {
 
 	// "two" dropped, "one" changed (its VIP must not change), "three"
 	// requests the API service's VIP: pending, and the reload still applies.
-	one.Backends = []lb.BackendSpec{{Addr: addr("198.51.100.50")}}
+	one.Backends = []lb.BackendSpec{{Addr: addr("198.51.100.50"), Weight: 1}}
 	three := svc("three", 80)
 	three.VIPs = []netip.Addr{addr("198.51.100.1")}
 	if err := e.SyncConfig(ctx, cfgPools, []lb.ServiceSpec{one, three}); err != nil {
