@@ -62,6 +62,7 @@ test: lint test-unit test-netns test-ipvs test-k8s test-bgp test-failover test-u
 bench: build
 	lab/deps.sh all
 	lab/bench.sh
+	lab/readme-perf.sh
 
 # Each parser's fuzz target for FUZZTIME (default 60s).
 FUZZTIME ?= 60s
