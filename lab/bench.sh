@@ -85,7 +85,8 @@ metric() {
   grep -E "^$2(-[0-9]+)?[[:space:]]" "$LOGS/$1.log" | tail -1 |
     awk -v u="$3" '{for (i = 3; i <= NF; i++) if ($i == u) {print $(i-1); exit}}'
 }
-ns_us() { [ -n "$1" ] && awk -v v="$1" 'BEGIN {printf "%.2f µs", v / 1000}'; }
+# ns_us NANOSECONDS — "4.69 µs" or, from a millisecond up, "36.4 ms".
+ns_us() { [ -n "$1" ] && awk -v v="$1" 'BEGIN {if (v >= 1e6) printf "%.1f ms", v / 1e6; else printf "%.2f µs", v / 1000}'; }
 failed() { echo "failed (log: $LOGS/$1.log, exit $(cat "$LOGS/$1.rc" 2>/dev/null || echo ?))"; }
 
 ROWS=()
@@ -186,9 +187,10 @@ row ipvs "IPVS vs nftables in the guest: one-service update at 1,000" "${a:+IPVS
   echo "[2] KEP-3866 (nftables kube-proxy), *The iptables kernel subsystem has unfixable performance problems*: data-plane rules"
   echo "    O(n) in Services; no incremental control-plane change: https://github.com/kubernetes/enhancements/tree/master/keps/sig-network/3866-nftables-proxy"
   echo "[3] kubernetes/kubernetes#92836, on min-sync-period: \"lots of reports of people whose iptables runs were 4-5 seconds each\"."
-  echo "[4] /work/shared/docs/lab.md, measured on this machine: 10,000 × 10 loaded with nft -f as a chain + anonymous map per"
-  echo "    service (kube-proxy's nftables shape) 11–20 s, as flat shared maps 0.9 s; hashicorp/memberlist DefaultLANConfig"
-  echo "    detects a killed node in p50 ≈ 5.9 s (edgelb's tuning: ~0.3 s)."
+  echo "[4] Measured on this machine before the dataplane was written (proxy/nft/README.md, *Layout*): 10,000 × 10 loaded"
+  echo "    with nft -f as a chain + anonymous map per service (kube-proxy's nftables shape) 11–20 s, as flat shared maps"
+  echo "    0.9 s. Same lab notes: hashicorp/memberlist's DefaultLANConfig detects a killed node in p50 ≈ 5.9 s (edgelb's"
+  echo "    tuning, announce/l2: ~0.3 s)."
   echo "[5] kube-proxy \`--iptables-sync-period\` (and \`--ipvs-sync-period\`) default 30s: the periodic full resync"
   echo "    (kube-proxy reference; OpenShift's kubeProxyConfig table lists the same default)."
   echo "[6] lb/k8s/README.md, *Known limits*: informers re-watch on client-go's reconnect backoff (0.8 s doubling to 30 s)."
