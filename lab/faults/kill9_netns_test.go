@@ -79,7 +79,11 @@ func TestNetnsKill9During10kSync(t *testing.T) {
 	// started again (at most 5 times).
 	var at int
 	partial := false
-	for attempt := 1; attempt <= 5 && !partial; attempt++ {
+	attempts := 5
+	if n < 5000 {
+		attempts = 1 // one netlink batch: there is no half-way to catch
+	}
+	for attempt := 1; attempt <= attempts && !partial; attempt++ {
 		e.start(cfgA)
 		t0 := time.Now()
 		for {
@@ -106,8 +110,13 @@ func TestNetnsKill9During10kSync(t *testing.T) {
 			}
 		}
 	}
-	if !partial {
+	switch {
+	case !partial && n >= 5000:
 		t.Fatalf("never caught the sync half-way in 5 attempts")
+	case !partial:
+		// A small EDGELB_FAULT_SERVICES fits one netlink batch: the kill
+		// lands after the sync; the restart checks still run.
+		t.Logf("%d services fit one batch: killed after the sync, not during it", n)
 	}
 	if k, err := readKernel(e.lab.Gateway, "ip"); err == nil {
 		t.Logf("left by the killed daemon: %d elements, %d differences from config A (e.g. %s)",
@@ -133,8 +142,24 @@ func TestNetnsKill9During10kSync(t *testing.T) {
 	ready = e.waitReady(5 * time.Minute)
 	cpu = procCPU(e.d.PID())
 	e.converged("restart with config B", b)
-	t.Logf("MEASURED restart with config B (%d services: %d removed, %d added, others changed): ready in %s, daemon CPU %s; load %s",
-		len(b), n/10, n/20, ready.Round(time.Millisecond), cpu, loadavg())
+	inA, inB := map[string]bool{}, map[string]bool{}
+	for _, s := range a {
+		inA[s.Name] = true
+	}
+	removed, added := 0, 0
+	for _, s := range b {
+		inB[s.Name] = true
+		if !inA[s.Name] {
+			added++
+		}
+	}
+	for name := range inA {
+		if !inB[name] {
+			removed++
+		}
+	}
+	t.Logf("MEASURED restart with config B (%d services: %d removed, %d added, every 7th changed): ready in %s, daemon CPU %s; load %s",
+		len(b), removed, added, ready.Round(time.Millisecond), cpu, loadavg())
 	e.trafficOK("config B", b[0], b[1], b[len(b)-1])
 	check("after the restart with config B")
 }
