@@ -58,9 +58,6 @@ func standaloneWriter(cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus
 		manager: eng,
 		desired: out,
 		run: func(ctx context.Context) {
-			go relay(ctx, eng.Subscribe(), out, func(d engine.Desired) Desired {
-				return Desired{Dataplane: d.Dataplane, VIPs: d.VIPs, Health: healthTargets(ctx, eng)}
-			})
 			if err := eng.Run(ctx); err != nil && ctx.Err() == nil {
 				log.Error("engine stopped", "err", err)
 			}
@@ -69,6 +66,13 @@ func standaloneWriter(cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus
 			if err := eng.SyncConfig(ctx, cfg.Pools, cfg.Services); err != nil {
 				return fmt.Errorf("apply config: %w", err)
 			}
+			// Subscribe only now: its first value is the state with the config
+			// applied, so the first converged Apply (READY=1, /readyz) means
+			// the configured services are programmed, not the empty state the
+			// engine restored before the config was read.
+			go relay(ctx, eng.Subscribe(), out, func(d engine.Desired) Desired {
+				return Desired{Dataplane: d.Dataplane, VIPs: d.VIPs, Health: healthTargets(ctx, eng)}
+			})
 			return nil
 		},
 		setHealth:  eng.SetBackendHealth,
