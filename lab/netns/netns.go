@@ -39,6 +39,9 @@ func New(name string) (*NS, error) {
 	if _, err := os.Stat(filepath.Join("/run/netns", name)); err == nil {
 		return nil, fmt.Errorf("create netns %q: %w", name, unix.EEXIST)
 	}
+	if err := ensureNetnsMount(); err != nil {
+		return nil, err
+	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	orig, err := netns.Get()
@@ -290,4 +293,31 @@ func (n *NS) HTTPClient(timeout time.Duration) *http.Client {
 			Proxy:             nil,
 		},
 	}
+}
+
+// ensureNetnsMount makes /run/netns a shared bind mount of itself, as
+// `ip netns add` does. Without it, a later `ip netns add` by anyone turns
+// the directory into a mount point and hides (and makes undeletable) every
+// namespace file created before.
+func ensureNetnsMount() error {
+	const dir = "/run/netns"
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return fmt.Errorf("read mountinfo: %w", err)
+	}
+	for _, line := range strings.Split(string(mi), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == dir {
+			return nil
+		}
+	}
+	if err := unix.Mount(dir, dir, "none", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind-mount %s: %w", dir, err)
+	}
+	if err := unix.Mount("", dir, "none", unix.MS_SHARED|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("make %s shared: %w", dir, err)
+	}
+	return nil
 }
