@@ -5,7 +5,7 @@ set -euo pipefail
 pkgs=()
 for g in "$@"; do
   case $g in
-    netns|demo) pkgs+=(iproute2 nftables iputils-arping conntrack tshark curl) ;;
+    netns|demo) pkgs+=(iproute2 nftables iputils-arping conntrack tshark curl systemd) ;;
     ipvs)       pkgs+=(qemu-system-x86 cpio busybox-static xz-utils ipvsadm) ;;
     k8s)        pkgs+=(openssl curl) ;;
     bgp)        pkgs+=(frr bird2 iproute2) ;;
