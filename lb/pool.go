@@ -40,7 +40,7 @@ func ParseRange(s string) (Range, error) {
 			// first-last form); a masked one always has at least 96 bits.
 			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
 		}
-		return Range{First: p.Addr(), Last: lastOf(p)}, nil
+		return checkMapped(s, Range{First: p.Addr(), Last: lastOf(p)})
 	}
 	first, last, ok := strings.Cut(in, "-")
 	if !ok {
@@ -69,7 +69,21 @@ func ParseRange(s string) (Range, error) {
 	if l.Less(f) {
 		return Range{}, fmt.Errorf("invalid address range %q: last address is before the first", s)
 	}
-	return Range{First: f, Last: l}, nil
+	return checkMapped(s, Range{First: f, Last: l})
+}
+
+// The IPv4-mapped block: its addresses are IPv4 addresses everywhere else
+// in edgelb (they are unmapped on input), so an IPv6 range may not reach into it.
+var (
+	mappedFirst = netip.MustParseAddr("::ffff:0.0.0.0")
+	mappedLast  = netip.MustParseAddr("::ffff:255.255.255.255")
+)
+
+func checkMapped(s string, r Range) (Range, error) {
+	if r.First.Is6() && r.First.Compare(mappedLast) <= 0 && mappedFirst.Compare(r.Last) <= 0 {
+		return Range{}, fmt.Errorf("invalid address range %q: reaches into the IPv4-mapped block ::ffff:0:0/96 (write IPv4 addresses as IPv4)", s)
+	}
+	return r, nil
 }
 
 func lastOf(p netip.Prefix) netip.Addr {
