@@ -3,6 +3,7 @@
 package faults
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -38,7 +39,13 @@ func (e *env) connectTimes(n int, targets ...netip.AddrPort) ([][]time.Duration,
 		}
 		sa := &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}
 		t0 := time.Now()
-		if err := unix.Connect(fd, sa); err != nil {
+		// A blocking connect interrupted by a signal (the Go runtime's
+		// preemption) is still in progress: wait for it rather than fail.
+		err = unix.Connect(fd, sa)
+		for errors.Is(err, unix.EINTR) || errors.Is(err, unix.EALREADY) {
+			err = unix.Connect(fd, sa)
+		}
+		if err != nil && !errors.Is(err, unix.EISCONN) {
 			return 0, fmt.Errorf("connect %s: %w", ap, err)
 		}
 		return time.Since(t0), nil
