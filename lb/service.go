@@ -48,6 +48,19 @@ type BackendSpec struct {
 	Weight uint32 `json:"weight"`
 }
 
+// PortFor is the port b listens on for p: its own port, else the port's
+// target port, else the port itself. The dataplane and the health checks
+// both resolve backends this way.
+func (b BackendSpec) PortFor(p PortSpec) uint16 {
+	switch {
+	case b.Port != 0:
+		return b.Port
+	case p.TargetPort != 0:
+		return p.TargetPort
+	}
+	return p.Port
+}
+
 // HealthCheck is an active check run against every backend (issue: health checks).
 type HealthCheck struct {
 	Type     string        `json:"type"` // "tcp", "http", "https"

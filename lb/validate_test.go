@@ -103,3 +103,20 @@ func TestValidateService(t *testing.T) {
 		t.Fatalf("own node port: %v", err)
 	}
 }
+
+func TestBackendPortFor(t *testing.T) {
+	p := PortSpec{Port: 80, TargetPort: 8080}
+	for _, tc := range []struct {
+		b    BackendSpec
+		p    PortSpec
+		want uint16
+	}{
+		{BackendSpec{Port: 9090}, p, 9090},
+		{BackendSpec{}, p, 8080},
+		{BackendSpec{}, PortSpec{Port: 80}, 80},
+	} {
+		if got := tc.b.PortFor(tc.p); got != tc.want {
+			t.Errorf("%+v.PortFor(%+v) = %d, want %d", tc.b, tc.p, got, tc.want)
+		}
+	}
+}

@@ -147,20 +147,8 @@ func (e *Engine) allDown(s *lb.ServiceSpec) bool {
 	return true
 }
 
-// backendPort is the port b listens on for p: its own, else the port's
-// target port, else the port.
-func backendPort(b lb.BackendSpec, p *lb.PortSpec) uint16 {
-	switch {
-	case b.Port != 0:
-		return b.Port
-	case p.TargetPort != 0:
-		return p.TargetPort
-	}
-	return p.Port
-}
-
 func backendDown(down map[netip.AddrPort]bool, b lb.BackendSpec, p *lb.PortSpec) bool {
-	return down[netip.AddrPortFrom(b.Addr, backendPort(b, p))] || down[netip.AddrPortFrom(b.Addr, 0)]
+	return down[netip.AddrPortFrom(b.Addr, b.PortFor(*p))] || down[netip.AddrPortFrom(b.Addr, 0)]
 }
 
 // proxyServiceWeights restores the configured weights of ps's backends
@@ -206,7 +194,7 @@ func (e *Engine) render(s *lb.ServiceSpec, p *lb.PortSpec, vip netip.Addr, down 
 		if b.Addr.Is4() != is4 {
 			continue // NAT does not cross families
 		}
-		port := backendPort(b, p)
+		port := b.PortFor(*p)
 		// Weight 0 (configured: a drain; or down by its health check) keeps
 		// existing connections and takes no new ones.
 		w := b.Weight

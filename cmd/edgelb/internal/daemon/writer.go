@@ -161,9 +161,8 @@ func relay[T any](ctx context.Context, in <-chan T, out chan Desired, conv func(
 	}
 }
 
-// healthTargets lists every backend of every service that has a check. The
-// backend port resolves as the dataplane's does: the backend's own port, else
-// the port's target port, else the port.
+// healthTargets lists every backend of every service that has a check, each
+// on the port the dataplane sends to (lb.BackendSpec.PortFor).
 func healthTargets(ctx context.Context, m lb.Manager) []health.Target {
 	svcs, err := m.Services(ctx)
 	if err != nil {
@@ -178,14 +177,7 @@ func healthTargets(ctx context.Context, m lb.Manager) []health.Target {
 		seen := map[netip.AddrPort]bool{}
 		for _, p := range s.Ports {
 			for _, b := range s.Backends {
-				port := b.Port
-				if port == 0 {
-					port = p.TargetPort
-				}
-				if port == 0 {
-					port = p.Port
-				}
-				ap := netip.AddrPortFrom(b.Addr, port)
+				ap := netip.AddrPortFrom(b.Addr, b.PortFor(p))
 				if !seen[ap] {
 					seen[ap] = true
 					out = append(out, health.Target{Service: s.Name, Backend: ap, Check: *s.Health})
