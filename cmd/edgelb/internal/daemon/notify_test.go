@@ -50,6 +50,10 @@ func TestNotifyProtocol(t *testing.T) {
 	if got := recv(); got != "WATCHDOG=1" {
 		t.Fatalf("second watchdog datagram %q", got)
 	}
+	n.Reloading()
+	if got := recv(); got != "RELOADING=1" {
+		t.Fatalf("reloading datagram %q", got)
+	}
 	n.Stopping()
 	if got := recv(); got != "STOPPING=1" {
 		t.Fatalf("stopping datagram %q", got)
