@@ -93,10 +93,17 @@ type hub struct {
 	agg       *aggregates
 	pending   map[uint64]*pendingFlow
 	dirty     map[vipKey]struct{}
-	state     map[string][]byte // "pools", "services", "announce" → last JSON
-	history   []*frame
-	histBytes int
-	clients   map[*client]struct{}
+	// state holds the last JSON of "pools", "services", "announce": a
+	// slice of the frame that carried it, so 10,000 services are kept
+	// once, not once here and once in the history.
+	state map[string][]byte
+	// managerVersion is the lb.Manager version state was read at
+	// (versioned managers only): polls skip re-reading while it holds.
+	managerVersion uint64
+	haveVersion    bool
+	history        []*frame
+	histBytes      int
+	clients        map[*client]struct{}
 
 	// counters for metrics and tests
 	resyncs uint64
@@ -210,8 +217,8 @@ func (h *hub) publish(kind string, data []byte) {
 	if bytes.Equal(h.state[kind], data) {
 		return
 	}
-	h.state[kind] = data
-	h.emitLocked(kind, data)
+	f := h.emitLocked(kind, data)
+	h.state[kind] = f.data[len(f.data)-len(data)-2 : len(f.data)-2 : len(f.data)-2]
 }
 
 // flush turns pending flow changes into one delta frame.
@@ -259,7 +266,7 @@ func (h *hub) flushLocked() {
 
 // emitLocked numbers a frame, keeps it for resumption and queues it for
 // every client. It never blocks.
-func (h *hub) emitLocked(event string, data []byte) {
+func (h *hub) emitLocked(event string, data []byte) *frame {
 	h.seq++
 	f := &frame{id: h.seq, data: h.encode(h.seq, event, data)}
 	h.history = append(h.history, f)
@@ -278,6 +285,7 @@ func (h *hub) emitLocked(event string, data []byte) {
 	for c := range h.clients {
 		c.push(f)
 	}
+	return f
 }
 
 func (h *hub) encode(id uint64, event string, data []byte) []byte {
@@ -523,18 +531,42 @@ func (h *hub) runBatches(ctx context.Context) {
 	}
 }
 
+// versioned is a Manager that says when its state may have changed
+// (lb/engine): polling it costs nothing while nothing changes.
+type versioned interface{ Version() uint64 }
+
 // refreshState polls the Manager and the announcers and publishes changes.
 func (h *hub) refreshState(ctx context.Context, m lb.Manager, reporters []announce.Reporter) {
+	var ver uint64
+	vm, isVersioned := m.(versioned)
+	if isVersioned {
+		ver = vm.Version()
+		h.mu.Lock()
+		if h.haveVersion && h.managerVersion == ver {
+			m = nil // unchanged: only the announcers are polled
+		}
+		h.mu.Unlock()
+	}
 	if m != nil {
+		ok := true
 		if ps, err := m.Pools(ctx); err != nil {
 			h.cfg.log.Warn("webui: list pools", "err", err)
+			ok = false
 		} else if data, err := marshal(poolStatuses(ps)); err == nil {
 			h.publish("pools", data)
 		}
 		if ss, err := m.Services(ctx); err != nil {
 			h.cfg.log.Warn("webui: list services", "err", err)
+			ok = false
 		} else if data, err := marshal(serviceStatuses(ss)); err == nil {
 			h.publish("services", data)
+		}
+		if isVersioned && ok {
+			// The version read before the lists: a change racing with
+			// them bumps it again, and the next poll reads once more.
+			h.mu.Lock()
+			h.managerVersion, h.haveVersion = ver, true
+			h.mu.Unlock()
 		}
 	}
 	if data, err := marshal(announceStatuses(reporters)); err == nil {

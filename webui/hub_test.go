@@ -1,11 +1,13 @@
 package webui
 
 import (
+	"context"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/edgelb/edgelb/lb"
 	"github.com/edgelb/edgelb/proxy"
 )
 
@@ -122,5 +124,47 @@ func TestHubDeltaNetsOutChanges(t *testing.T) {
 	if !strings.Contains(data, `"new":[]`) || !strings.Contains(data, `"destroy":[]`) || !strings.Contains(data, `"bytesIn":500`) ||
 		!strings.Contains(data, `"total":2`) {
 		t.Fatalf("delta %s", data)
+	}
+}
+
+// versionedManager counts list calls and reports a version it is told.
+type versionedManager struct {
+	*fakeManager
+	version uint64
+	lists   int
+}
+
+func (m *versionedManager) Version() uint64 { return m.version }
+
+func (m *versionedManager) Services(ctx context.Context) ([]lb.ServiceStatus, error) {
+	m.lists++
+	return m.fakeManager.Services(ctx)
+}
+
+// A versioned Manager is listed (and its services encoded) only when its
+// version moved; the published JSON is kept once, inside its frame.
+func TestHubRefreshSkipsUnchangedVersion(t *testing.T) {
+	h := testHub()
+	m := &versionedManager{fakeManager: newFakeManager(), version: 7}
+	m.services["a"] = lb.ServiceStatus{Spec: lb.ServiceSpec{Name: "a"}}
+	ctx := context.Background()
+	h.refreshState(ctx, m, nil)
+	h.refreshState(ctx, m, nil)
+	if m.lists != 1 {
+		t.Fatalf("listed %d times at one version, want 1", m.lists)
+	}
+	m.version++
+	m.services["b"] = lb.ServiceStatus{Spec: lb.ServiceSpec{Name: "b"}}
+	h.refreshState(ctx, m, nil)
+	if m.lists != 2 {
+		t.Fatalf("listed %d times after a version change, want 2", m.lists)
+	}
+	got := string(h.state["services"])
+	if !strings.Contains(got, `"name":"a"`) || !strings.Contains(got, `"name":"b"`) || !strings.HasSuffix(got, "]") {
+		t.Fatalf("services state: %s", got)
+	}
+	last := h.history[len(h.history)-1]
+	if !strings.Contains(string(last.data), got) || &h.state["services"][0] != &last.data[len(last.data)-len(got)-2] {
+		t.Fatal("the state is not the frame's own bytes")
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -76,6 +77,9 @@ type Engine struct {
 	subMu sync.Mutex
 	subs  []chan Desired
 	last  Desired
+	// version counts published states, so readers that poll (the web UI)
+	// skip re-encoding 10,000 services when nothing changed.
+	version atomic.Uint64
 
 	// Owned by the Run goroutine (and by NewEngine before Run starts).
 	st        store.Store
@@ -187,10 +191,15 @@ func (e *Engine) Desired() Desired {
 	return e.last
 }
 
+// Version changes whenever the engine's state (pools, services, their
+// addresses and backend health) may have changed; it never repeats.
+func (e *Engine) Version() uint64 { return e.version.Load() }
+
 func (e *Engine) publish(d Desired) {
 	e.subMu.Lock()
 	defer e.subMu.Unlock()
 	e.last = d
+	e.version.Add(1)
 	for _, ch := range e.subs {
 		select {
 		case <-ch: // drop the stale value

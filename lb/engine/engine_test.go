@@ -692,3 +692,36 @@ func TestRestartWithBolt(t *testing.T) {
 	}
 	t.Logf("%d services, %d assignments identical after reopen", len(after), n)
 }
+
+// Version moves with every change a reader could see (the web UI skips
+// re-encoding while it holds) and stays put for a refused change.
+func TestVersionMovesWithState(t *testing.T) {
+	e := start(t, store.NewMem(), Options{})
+	v0 := e.Version()
+	if _, err := e.CreatePool(ctx, mustPool(t, "p", true, "192.0.2.0/30")); err != nil {
+		t.Fatal(err)
+	}
+	v1 := e.Version()
+	if v1 == v0 {
+		t.Fatal("a new pool did not move the version")
+	}
+	if _, err := e.CreatePool(ctx, mustPool(t, "q", true, "192.0.2.1/32")); err == nil {
+		t.Fatal("an overlapping pool was accepted")
+	}
+	if e.Version() != v1 {
+		t.Fatal("a refused change moved the version")
+	}
+	if _, _, err := e.PutService(ctx, svc("web", 80, "198.51.100.2")); err != nil {
+		t.Fatal(err)
+	}
+	v2 := e.Version()
+	if v2 == v1 {
+		t.Fatal("a new service did not move the version")
+	}
+	if err := e.SetBackendHealth(ctx, "web", netip.MustParseAddrPort("198.51.100.2:80"), false); err != nil {
+		t.Fatal(err)
+	}
+	if e.Version() == v2 {
+		t.Fatal("a health change did not move the version")
+	}
+}
