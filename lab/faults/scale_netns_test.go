@@ -151,5 +151,15 @@ func TestNetnsFirstPacketLatency(t *testing.T) {
 		line := fmt.Sprintf("MEASURED first packet with %d services: connect via VIP p50 %.1f µs p90 %.1f µs p99 %.1f µs; direct to the backend p50 %.1f µs p90 %.1f µs p99 %.1f µs; p50 ratio %.3f (goal ≤ 1.05) over %d connects each; load %s",
 			len(svcs), us(pct(v, 50)), us(pct(v, 90)), us(pct(v, 99)), us(pct(d, 50)), us(pct(d, 90)), us(pct(d, 99)), ratio, n, loadavg())
 		t.Log(line)
+		if count == big {
+			// Memory again after the connects: steady state with traffic,
+			// flows streaming to the web UI, polls and resyncs running.
+			st, err := procStatus(e.d.PID(), "VmRSS", "VmHWM")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("MEASURED daemon memory with %d services after %d connects: VmRSS %.1f MiB (goal < 100 MiB), peak VmHWM %.1f MiB; Go heap in use %.1f MiB",
+				len(svcs), 2*(n+100), float64(st["VmRSS"])/1024, float64(st["VmHWM"])/1024, e.metric("go_memstats_heap_inuse_bytes")/(1<<20))
+		}
 	}
 }
