@@ -196,6 +196,7 @@ func (s *Server) listFlows(c echo.Context) error {
 		}
 		fe = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()).String()
 	}
+	s.hub.freshen(c.Request().Context())
 	total, flows := s.hub.flowList(fe, limit)
 	return s.sendJSON(c, http.StatusOK, FlowList{Total: total, Flows: flows})
 }
@@ -205,6 +206,7 @@ type errRange string
 func (e errRange) Error() string { return "want " + string(e) }
 
 func (s *Server) getStats(c echo.Context) error {
+	s.hub.freshen(c.Request().Context())
 	return s.sendJSON(c, http.StatusOK, s.hub.stats())
 }
 

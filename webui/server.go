@@ -59,7 +59,12 @@ type Options struct {
 	Logger    *slog.Logger
 
 	// Live view tuning; zero values take the defaults in parentheses.
-	FlowResync       time.Duration // authoritative flow snapshot period (10s)
+	FlowResync time.Duration // authoritative flow snapshot period (10s)
+	// FlowWatchIdle is how long conntrack events are followed after the
+	// last live-view client left (30s); negative follows them always
+	// (exact totals, at a cost to every connection through the host:
+	// see hub.runFlows).
+	FlowWatchIdle    time.Duration
 	PollInterval     time.Duration // pools, services, announcers (2s)
 	BatchInterval    time.Duration // flow changes per delta event (250ms)
 	KeepAlive        time.Duration // SSE comment line period (15s)
@@ -95,6 +100,9 @@ func (o *Options) defaults() {
 		}
 	}
 	def(&o.FlowResync, 10*time.Second)
+	if o.FlowWatchIdle == 0 {
+		o.FlowWatchIdle = 30 * time.Second
+	}
 	def(&o.PollInterval, 2*time.Second)
 	def(&o.BatchInterval, 250*time.Millisecond)
 	def(&o.KeepAlive, 15*time.Second)
@@ -150,7 +158,7 @@ func New(opts Options) (*Server, error) {
 		s.limiter = newLimiter(opts.RateLimit, opts.RateBurst)
 	}
 	s.hub = newHub(hubConfig{batch: opts.BatchInterval,
-		queueFrames: opts.ClientQueue, queueBytes: opts.ClientQueueBytes, historyBytes: opts.HistoryBytes,
+		queueFrames: opts.ClientQueue, queueBytes: opts.ClientQueueBytes, historyBytes: opts.HistoryBytes, watchIdle: opts.FlowWatchIdle,
 		maxSnapFlows: opts.MaxSnapshotFlows, now: time.Now, log: opts.Logger})
 	if err := s.registerMetrics(); err != nil {
 		return nil, err
