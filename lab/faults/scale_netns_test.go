@@ -3,6 +3,7 @@
 package faults
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -162,4 +163,45 @@ func TestNetnsFirstPacketLatency(t *testing.T) {
 				len(svcs), 2*(n+100), float64(st["VmRSS"])/1024, float64(st["VmHWM"])/1024, e.metric("go_memstats_heap_inuse_bytes")/(1<<20))
 		}
 	}
+	e.natFloor(n, vip, direct)
+}
+
+// natFloor measures, beside edgelb (still running, with every service
+// programmed), the least NAT the kernel can do: a second VIP with one dnat
+// rule and one masquerade rule (what `iptables -t nat` users write by
+// hand), in chains that run before edgelb's so its rules never see those
+// packets. The three paths are timed interleaved, under the same load and
+// with the same conntrack listeners: the floor's ratio is what any NAT
+// load balancer meets in this lab; edgelb's ÷ the floor's is edgelb's own.
+func (e *env) natFloor(n int, vip, direct netip.AddrPort) {
+	t := e.t
+	floor := netip.AddrPortFrom(netip.MustParseAddr("192.0.2.201"), vip.Port())
+	mac, err := e.lab.Gateway.MAC(e.lab.FrontIf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Nobody answers ARP for the floor's VIP: pin the neighbour.
+	if out, err := e.lab.Client.Exec(context.Background(), "ip", "neigh", "replace", floor.Addr().String(), "lladdr", mac.String(), "dev", "eth0", "nud", "permanent"); err != nil {
+		t.Fatalf("ip neigh: %v: %s", err, out)
+	}
+	ruleset := fmt.Sprintf(`table ip natfloor {
+	chain pre { type nat hook prerouting priority dstnat - 10; ip daddr %s tcp dport %d dnat to %s; }
+	chain post { type nat hook postrouting priority srcnat - 10; ip daddr %s ct status dnat masquerade; }
+}
+`, floor.Addr(), floor.Port(), direct, direct.Addr())
+	cmd := e.lab.Gateway.Command(context.Background(), "nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(ruleset)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("nft -f: %v: %s", err, out)
+	}
+	if _, err := e.connectTimes(100, vip, floor, direct); err != nil {
+		t.Fatal(err)
+	}
+	times, err := e.connectTimes(n, vip, floor, direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, f, d := us(pct(times[0], 50)), us(pct(times[1], 50)), us(pct(times[2], 50))
+	t.Logf("MEASURED NAT floor beside edgelb: p50 connect via edgelb's VIP %.1f µs, via a one-rule dnat+masquerade VIP %.1f µs, direct %.1f µs; ratios: edgelb %.3f, kernel NAT floor %.3f (goal ≤ 1.05 is below it), edgelb ÷ floor %.3f; %d connects each; load %s",
+		v, f, d, v/d, f/d, v/f, n, loadavg())
 }
