@@ -172,7 +172,22 @@ type API struct {
 	Token     Secret
 	// TLS is nil for plain HTTP.
 	TLS *TLS
+	// LiveFlows: when the live view follows conntrack events.
+	LiveFlows LiveFlows
 }
+
+// LiveFlows says when the web UI follows conntrack events. Any listener
+// makes the kernel build an event for every connection through the host,
+// which costs first packets ~10 µs on the lab's gateway (lab/faults).
+type LiveFlows string
+
+const (
+	// LiveFlowsOnDemand follows events while a live view is open (and 30 s
+	// after); between viewers flows are dumped periodically and on REST reads.
+	LiveFlowsOnDemand LiveFlows = "onDemand"
+	// LiveFlowsAlways follows events always: exact connection totals.
+	LiveFlowsAlways LiveFlows = "always"
+)
 
 // TLS is the API's server certificate and optional client CA (mTLS).
 type TLS struct {

@@ -57,7 +57,7 @@ func TestDefaults(t *testing.T) {
 			Announce: Announce{WithdrawOnShutdown: true},
 			Dataplane: Dataplane{Mode: ModeAuto, DrainTimeout: DefaultDrainTimeout, ResyncInterval: DefaultResyncInterval,
 				SNAT: true, NodePortRange: PortRange{First: 30000, Last: 32767}, IPVSDevice: DefaultIPVSDevice, SetSysctls: true},
-			API: API{Listen: netip.MustParseAddrPort("127.0.0.1:8080")},
+			API: API{Listen: netip.MustParseAddrPort("127.0.0.1:8080"), LiveFlows: LiveFlowsOnDemand},
 			Kubernetes: Kubernetes{LoadBalancerClass: "edgelb.io/lb", LeaseName: "edgelb", LeaseNamespace: "edgelb-system",
 				BackendMode: BackendEndpoints, Scheduler: proxy.WeightedRoundRobin, Method: proxy.NAT},
 			State:  State{Dir: "/var/lib/edgelb"},
@@ -276,6 +276,8 @@ announce:
 		t.Errorf("missing file: %v", err)
 	}
 	// Devices and directories are refused without reading them.
+	_, err = Parse([]byte("api: {liveFlows: sometimes}\n"))
+	assertErrors(t, err, []want{{"api.liveFlows", `want "onDemand" or "always"`}})
 	_, err = Parse([]byte("api: {tokenFile: /dev/zero}\n"))
 	assertErrors(t, err, []want{{"api.tokenFile", "not a regular file"}})
 	_, err = Parse([]byte("api: {tokenFile: " + dir + "}\n"))
@@ -444,4 +446,13 @@ func selfSigned(t *testing.T) (string, string) {
 	}
 	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
 		string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kd}))
+}
+
+func TestLiveFlows(t *testing.T) {
+	if c := mustParse(t, "api: {}\n", nil); c.API.LiveFlows != LiveFlowsOnDemand {
+		t.Errorf("default liveFlows %q", c.API.LiveFlows)
+	}
+	if c := mustParse(t, "api: {liveFlows: always}\n", nil); c.API.LiveFlows != LiveFlowsAlways {
+		t.Errorf("liveFlows always read as %q", c.API.LiveFlows)
+	}
 }

@@ -195,6 +195,14 @@ func convertAPI(r *rawAPI, e env, c *collector) API {
 	if t := r.TLS; t != nil {
 		a.TLS = convertTLS(t, e, c)
 	}
+	switch lf := LiveFlows(r.LiveFlows); lf {
+	case "", LiveFlowsOnDemand:
+		a.LiveFlows = LiveFlowsOnDemand
+	case LiveFlowsAlways:
+		a.LiveFlows = lf
+	default:
+		c.add("api.liveFlows", r.LiveFlows, "want %q or %q", LiveFlowsOnDemand, LiveFlowsAlways)
+	}
 	return a
 }
 

@@ -141,6 +141,7 @@ type rawAPI struct {
 	Listen    string  `json:"listen"`
 	TokenFile string  `json:"tokenFile"`
 	TLS       *rawTLS `json:"tls"`
+	LiveFlows string  `json:"liveFlows"`
 }
 
 type rawTLS struct {

@@ -123,6 +123,7 @@ func Run(ctx context.Context, o Options) error {
 		Manager: w.manager, Flows: flows, Reporters: reporters, Gatherer: reg, Registerer: reg,
 		Health: healthAPI(checker),
 		Token:  string(cfg.API.Token), Listen: cfg.API.Listen.String(), TLS: tlsConfig(cfg.API.TLS),
+		FlowWatchIdle: flowWatchIdle(cfg.API.LiveFlows),
 		Ready: func(context.Context) error {
 			if ok, err, _ := fx.status(); !ok {
 				if err == nil {

@@ -3,6 +3,7 @@ package daemon
 import (
 	"crypto/tls"
 	"reflect"
+	"time"
 
 	"github.com/edgelb/edgelb/lb/config"
 )
@@ -35,4 +36,12 @@ func restartNeeded(old, cur *config.Config) []string {
 		}
 	}
 	return out
+}
+
+// flowWatchIdle maps api.liveFlows to webui.Options.FlowWatchIdle.
+func flowWatchIdle(lf config.LiveFlows) time.Duration {
+	if lf == config.LiveFlowsAlways {
+		return -1
+	}
+	return 0 // the web UI's default: while viewed, and 30 s after
 }
