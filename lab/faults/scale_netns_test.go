@@ -19,11 +19,16 @@ import (
 	"github.com/edgelb/edgelb/lab/demo"
 )
 
+// target is one path to time: its i-th connect goes to addrs[i%len(addrs)]
+// (the direct path cycles over the backends a VIP balances over, so both
+// paths end in the same mix of backend namespaces and caches).
+type target []netip.AddrPort
+
 // connectTimes measures TCP connect (SYN sent → SYN/ACK received, as the
 // blocking connect(2) sees it) from the client namespace to each target,
 // n times each, interleaved (a, b, b, a, ...) so machine noise hits both
 // alike. Each socket is closed with RST (SO_LINGER 0): no TIME_WAIT piles up.
-func (e *env) connectTimes(n int, targets ...netip.AddrPort) ([][]time.Duration, error) {
+func (e *env) connectTimes(n int, targets ...target) ([][]time.Duration, error) {
 	out := make([][]time.Duration, len(targets))
 	once := func(ap netip.AddrPort) (time.Duration, error) {
 		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
@@ -59,7 +64,7 @@ func (e *env) connectTimes(n int, targets ...netip.AddrPort) ([][]time.Duration,
 				if i%2 == 1 {
 					k = len(targets) - 1 - j
 				}
-				d, err := once(targets[k])
+				d, err := once(targets[k][i%len(targets[k])])
 				if err != nil {
 					return err
 				}
@@ -110,8 +115,11 @@ func TestNetnsFirstPacketLatency(t *testing.T) {
 		t.Fatal(err)
 	}
 	web := e.webService()
-	vip := netip.AddrPortFrom(web.VIP, web.Port)
-	direct := e.lab.Backends[0].Addr
+	vip := target{netip.AddrPortFrom(web.VIP, web.Port)}
+	var direct target
+	for _, b := range e.lab.Backends {
+		direct = append(direct, b.Addr)
+	}
 	for _, count := range []int{10, big} {
 		svcs := append([]svcDef{web}, e.bulkServices(count-1, 0)...)
 		if e.d != nil {
@@ -173,9 +181,9 @@ func TestNetnsFirstPacketLatency(t *testing.T) {
 // packets. The three paths are timed interleaved, under the same load and
 // with the same conntrack listeners: the floor's ratio is what any NAT
 // load balancer meets in this lab; edgelb's ÷ the floor's is edgelb's own.
-func (e *env) natFloor(n int, vip, direct netip.AddrPort) {
+func (e *env) natFloor(n int, vip, direct target) {
 	t := e.t
-	floor := netip.AddrPortFrom(netip.MustParseAddr("192.0.2.201"), vip.Port())
+	floor := netip.AddrPortFrom(netip.MustParseAddr("192.0.2.201"), vip[0].Port())
 	mac, err := e.lab.Gateway.MAC(e.lab.FrontIf)
 	if err != nil {
 		t.Fatal(err)
@@ -184,20 +192,28 @@ func (e *env) natFloor(n int, vip, direct netip.AddrPort) {
 	if out, err := e.lab.Client.Exec(context.Background(), "ip", "neigh", "replace", floor.Addr().String(), "lladdr", mac.String(), "dev", "eth0", "nud", "permanent"); err != nil {
 		t.Fatalf("ip neigh: %v: %s", err, out)
 	}
+	// The floor spreads over the same backends as edgelb's VIP (as
+	// iptables' "-m statistic --mode nth" would), so all three paths end in
+	// the same backend namespaces. Its masquerade skips edgelb's flows
+	// (marked in edgelb's prerouting), which keep their own.
+	var spread []string
+	for i, b := range direct {
+		spread = append(spread, fmt.Sprintf("%d : %s . %d", i, b.Addr(), b.Port()))
+	}
 	ruleset := fmt.Sprintf(`table ip natfloor {
-	chain pre { type nat hook prerouting priority dstnat - 10; ip daddr %s tcp dport %d dnat to %s; }
-	chain post { type nat hook postrouting priority srcnat - 10; ip daddr %s ct status dnat masquerade; }
+	chain pre { type nat hook prerouting priority dstnat - 10; ip daddr %s tcp dport %d dnat ip to numgen inc mod %d map { %s }; }
+	chain post { type nat hook postrouting priority srcnat - 10; ct status dnat ct mark 0 masquerade; }
 }
-`, floor.Addr(), floor.Port(), direct, direct.Addr())
+`, floor.Addr(), floor.Port(), len(direct), strings.Join(spread, ", "))
 	cmd := e.lab.Gateway.Command(context.Background(), "nft", "-f", "-")
 	cmd.Stdin = strings.NewReader(ruleset)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("nft -f: %v: %s", err, out)
 	}
-	if _, err := e.connectTimes(100, vip, floor, direct); err != nil {
+	if _, err := e.connectTimes(100, vip, target{floor}, direct); err != nil {
 		t.Fatal(err)
 	}
-	times, err := e.connectTimes(n, vip, floor, direct)
+	times, err := e.connectTimes(n, vip, target{floor}, direct)
 	if err != nil {
 		t.Fatal(err)
 	}
