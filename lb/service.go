@@ -74,6 +74,34 @@ type HealthCheck struct {
 	Port     uint16        `json:"port,omitempty"` // 0: the backend's port
 }
 
+// HealthTarget is one backend of one service and the check to run against
+// it, on the port the dataplane sends to.
+type HealthTarget struct {
+	Service string
+	Backend netip.AddrPort
+	Check   HealthCheck
+}
+
+// HealthTargets lists what s's check probes: each backend once per distinct
+// port it serves on (BackendSpec.PortFor); none when s has no check.
+func (s *ServiceSpec) HealthTargets() []HealthTarget {
+	if s.Health == nil {
+		return nil
+	}
+	var out []HealthTarget
+	seen := map[netip.AddrPort]bool{}
+	for _, p := range s.Ports {
+		for _, b := range s.Backends {
+			ap := netip.AddrPortFrom(b.Addr, b.PortFor(p))
+			if !seen[ap] {
+				seen[ap] = true
+				out = append(out, HealthTarget{Service: s.Name, Backend: ap, Check: *s.Health})
+			}
+		}
+	}
+	return out
+}
+
 // ServiceSpec is a service declared by hand (standalone mode): what the
 // config file's services entries and the REST API's bodies parse into.
 type ServiceSpec struct {

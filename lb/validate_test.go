@@ -120,3 +120,28 @@ func TestBackendPortFor(t *testing.T) {
 		}
 	}
 }
+
+// A check probes each backend once per distinct port it serves on; no
+// check, no targets.
+func TestHealthTargets(t *testing.T) {
+	hc := &HealthCheck{Type: "tcp", Interval: time.Second, Timeout: time.Second, Rise: 1, Fall: 1}
+	a, b := netip.MustParseAddr("198.51.100.2"), netip.MustParseAddr("198.51.100.3")
+	s := ServiceSpec{Name: "web",
+		Ports: []PortSpec{{Port: 80, TargetPort: 8080}, {Port: 81, TargetPort: 8080}, {Port: 443}},
+		Backends: []BackendSpec{{Addr: a}, {Addr: b, Port: 9000}}}
+	if got := s.HealthTargets(); got != nil {
+		t.Fatalf("no check: %v", got)
+	}
+	s.Health = hc
+	var got []string
+	for _, ht := range s.HealthTargets() {
+		if ht.Service != "web" || ht.Check != *hc {
+			t.Fatalf("target %+v", ht)
+		}
+		got = append(got, ht.Backend.String())
+	}
+	want := "198.51.100.2:8080 198.51.100.3:9000 198.51.100.2:443"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("targets %v, want %s", got, want)
+	}
+}

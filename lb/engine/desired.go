@@ -47,6 +47,7 @@ func (e *Engine) desired() Desired {
 	for _, n := range e.order {
 		r := e.renderService(n)
 		d.Dataplane.Services = append(d.Dataplane.Services, r.services...)
+		d.Health = append(d.Health, r.health...)
 		for _, ip := range r.ips {
 			vips[ip] = vips[ip] || r.announced
 		}
@@ -80,6 +81,7 @@ func (e *Engine) desired() Desired {
 type rendered struct {
 	ips       []netip.Addr
 	services  []proxy.Service
+	health    []lb.HealthTarget
 	announced bool
 }
 
@@ -98,7 +100,7 @@ func (e *Engine) renderService(n string) *rendered {
 		return r
 	}
 	s := &e.svcs[n].Spec
-	r := &rendered{ips: e.alloc.IPs(n), announced: true}
+	r := &rendered{ips: e.alloc.IPs(n), announced: true, health: s.HealthTargets()}
 	for k := range s.Ports {
 		p := &s.Ports[k]
 		if len(r.ips) == 0 {

@@ -66,6 +66,9 @@ const (
 type Desired struct {
 	Dataplane proxy.Config
 	VIPs      []announce.VIP
+	// Health lists the backends with active checks (standalone services
+	// with a healthCheck), for the checker.
+	Health []lb.HealthTarget
 }
 
 // Engine implements lb.Manager for standalone mode.

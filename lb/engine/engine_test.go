@@ -725,3 +725,28 @@ func TestVersionMovesWithState(t *testing.T) {
 		t.Fatal("a health change did not move the version")
 	}
 }
+
+// Desired carries the health targets of services with a check, so the
+// daemon's checker needs no listing of every service per change.
+func TestDesiredHealthTargets(t *testing.T) {
+	e := start(t, store.NewMem(), Options{})
+	if _, err := e.CreatePool(ctx, mustPool(t, "p", true, "192.0.2.0/30")); err != nil {
+		t.Fatal(err)
+	}
+	web := svc("web", 80, "198.51.100.2", "198.51.100.3")
+	web.Health = &lb.HealthCheck{Type: "tcp", Interval: time.Second, Timeout: time.Second, Rise: 1, Fall: 1}
+	for _, s := range []lb.ServiceSpec{web, svc("plain", 81, "198.51.100.4")} {
+		if _, _, err := e.PutService(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := e.Desired().Health, web.HealthTargets(); !reflect.DeepEqual(got, want) || len(got) != 2 {
+		t.Fatalf("health targets %+v, want %+v", got, want)
+	}
+	if err := e.DeleteService(ctx, "web"); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.Desired().Health; len(got) != 0 {
+		t.Fatalf("after delete: %+v", got)
+	}
+}

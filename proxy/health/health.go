@@ -29,12 +29,9 @@ import (
 	"github.com/edgelb/edgelb/lb"
 )
 
-// Target is one backend of one service and the check to run against it.
-type Target struct {
-	Service string
-	Backend netip.AddrPort
-	Check   lb.HealthCheck
-}
+// Target is one backend of one service and the check to run against it
+// (lb.ServiceSpec.HealthTargets lists a service's).
+type Target = lb.HealthTarget
 
 type key struct {
 	service string

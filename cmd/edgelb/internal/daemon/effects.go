@@ -9,17 +9,14 @@ import (
 	"time"
 
 	"github.com/edgelb/edgelb/announce"
+	"github.com/edgelb/edgelb/lb/engine"
 	"github.com/edgelb/edgelb/proxy"
-	"github.com/edgelb/edgelb/proxy/health"
 )
 
-// Desired is what the one writer wants the kernel and the network to hold.
-type Desired struct {
-	Dataplane proxy.Config
-	VIPs      []announce.VIP
-	// Health lists the backends with active checks.
-	Health []health.Target
-}
+// Desired is what the one writer wants the kernel and the network to hold:
+// the engine's type, which the Kubernetes controller's converts to
+// (k8s.Desired.Engine).
+type Desired = engine.Desired
 
 // effects applies Desired states in order, from one goroutine: the dataplane
 // first, then the announcers — a VIP is announced only once the kernel can

@@ -17,7 +17,6 @@ import (
 	"github.com/edgelb/edgelb/lb/engine"
 	"github.com/edgelb/edgelb/lb/k8s"
 	"github.com/edgelb/edgelb/lb/store"
-	"github.com/edgelb/edgelb/proxy/health"
 )
 
 // writer is the one writer of a mode, seen through what the daemon needs:
@@ -53,32 +52,29 @@ func standaloneWriter(cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus
 		st.Close()
 		return nil, err
 	}
-	out := make(chan Desired, 1)
-	return &writer{
+	w := &writer{
 		manager: eng,
-		desired: out,
 		run: func(ctx context.Context) {
 			if err := eng.Run(ctx); err != nil && ctx.Err() == nil {
 				log.Error("engine stopped", "err", err)
 			}
 		},
-		start: func(ctx context.Context) error {
-			if err := eng.SyncConfig(ctx, cfg.Pools, cfg.Services); err != nil {
-				return fmt.Errorf("apply config: %w", err)
-			}
-			// Subscribe only now: its first value is the state with the config
-			// applied, so the first converged Apply (READY=1, /readyz) means
-			// the configured services are programmed, not the empty state the
-			// engine restored before the config was read.
-			go relay(ctx, eng.Subscribe(), out, func(d engine.Desired) Desired {
-				return Desired{Dataplane: d.Dataplane, VIPs: d.VIPs, Health: healthTargets(ctx, eng)}
-			})
-			return nil
-		},
 		setHealth:  eng.SetBackendHealth,
 		syncConfig: eng.SyncConfig,
 		close:      func() { st.Close() },
-	}, nil
+	}
+	w.start = func(ctx context.Context) error {
+		if err := eng.SyncConfig(ctx, cfg.Pools, cfg.Services); err != nil {
+			return fmt.Errorf("apply config: %w", err)
+		}
+		// Subscribe only now: its first value is the state with the config
+		// applied, so the first converged Apply (READY=1, /readyz) means
+		// the configured services are programmed, not the empty state the
+		// engine restored before the config was read.
+		w.desired = eng.Subscribe()
+		return nil
+	}
+	return w, nil
 }
 
 func kubernetesWriter(cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus.Registerer, log *slog.Logger) (*writer, error) {
@@ -111,7 +107,7 @@ func kubernetesWriter(cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus
 		return nil, err
 	}
 	out := make(chan Desired, 1)
-	conv := func(d k8s.Desired) Desired { e := d.Engine(); return Desired{Dataplane: e.Dataplane, VIPs: e.VIPs} }
+	conv := k8s.Desired.Engine
 	w := &writer{
 		manager: c.Manager(),
 		desired: out,
@@ -159,31 +155,4 @@ func relay[T any](ctx context.Context, in <-chan T, out chan Desired, conv func(
 			out <- d
 		}
 	}
-}
-
-// healthTargets lists every backend of every service that has a check, each
-// on the port the dataplane sends to (lb.BackendSpec.PortFor).
-func healthTargets(ctx context.Context, m lb.Manager) []health.Target {
-	svcs, err := m.Services(ctx)
-	if err != nil {
-		return nil
-	}
-	var out []health.Target
-	for _, st := range svcs {
-		s := st.Spec
-		if s.Health == nil {
-			continue
-		}
-		seen := map[netip.AddrPort]bool{}
-		for _, p := range s.Ports {
-			for _, b := range s.Backends {
-				ap := netip.AddrPortFrom(b.Addr, b.PortFor(p))
-				if !seen[ap] {
-					seen[ap] = true
-					out = append(out, health.Target{Service: s.Name, Backend: ap, Check: *s.Health})
-				}
-			}
-		}
-	}
-	return out
 }
