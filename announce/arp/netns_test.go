@@ -9,75 +9,28 @@ import (
 	"net/netip"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/edgelb/edgelb/announce/internal/l2test"
 	"github.com/edgelb/edgelb/lab/netns"
-	"github.com/mdlayher/packet"
 )
-
-// capture records every ARP frame seen on an interface inside a namespace
-// (a raw packet socket: no tcpdump start-up race).
-type capture struct {
-	mu     sync.Mutex
-	frames []captured
-	conn   *packet.Conn
-}
 
 type captured struct {
 	at time.Time
 	f  frame
 }
 
-func startCapture(t *testing.T, ns *netns.NS, ifName string) *capture {
-	t.Helper()
-	c := &capture{}
-	err := ns.Do(func() error {
-		ifi, err := net.InterfaceByName(ifName)
-		if err != nil {
-			return err
-		}
-		c.conn, err = packet.Listen(ifi, packet.Raw, etherTypeARP, nil)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		buf := make([]byte, 1518)
-		for {
-			n, _, err := c.conn.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			if f, err := parseFrame(buf[:n]); err == nil {
-				c.mu.Lock()
-				c.frames = append(c.frames, captured{time.Now(), f})
-				c.mu.Unlock()
-			}
-		}
-	}()
-	t.Cleanup(func() { c.conn.Close() })
-	return c
-}
-
-// answers returns the frames announcing or answering for vip (gratuitous
-// ARP and replies) since t0.
-func (c *capture) answers(vip netip.Addr, t0 time.Time, kinds ...frameKind) []captured {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// answers returns the ARP frames of the given kinds for vip (as sender) that
+// c received since t0.
+func answers(c *l2test.Capture, vip netip.Addr, t0 time.Time, kinds ...frameKind) []captured {
 	var out []captured
-	for _, f := range c.frames {
-		if f.at.Before(t0) || f.f.senderIP != vip {
-			continue
-		}
-		for _, k := range kinds {
-			if f.f.kind == k {
-				out = append(out, f)
-			}
+	for _, r := range c.Since(t0) {
+		if f, err := parseFrame(r.B); err == nil && f.senderIP == vip && slices.Contains(kinds, f.kind) {
+			out = append(out, captured{r.At, f})
 		}
 	}
 	return out
@@ -138,23 +91,15 @@ func newLab(t *testing.T) *lab {
 
 func (l *lab) responder(t *testing.T) *Responder {
 	t.Helper()
-	var r *Responder
-	err := l.gw.Do(func() error {
-		var err error
-		r, err = New(Config{Interface: "gw0", GARPCount: 3, GARPInterval: 100 * time.Millisecond})
-		return err
+	return l2test.Start(t, l.gw, func() (*Responder, error) {
+		return New(Config{Interface: "gw0", GARPCount: 3, GARPInterval: 100 * time.Millisecond})
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close() })
-	return r
 }
 
 func TestNetnsARPResponder(t *testing.T) {
 	l := newLab(t)
 	vip := netip.MustParseAddr("192.0.2.100")
-	cap := startCapture(t, l.client, "cl0")
+	cap := l2test.Listen(t, l.client, "cl0", etherTypeARP, nil)
 	r := l.responder(t)
 
 	// Not owned yet: nothing answers (the kernel has no such address).
@@ -167,7 +112,7 @@ func TestNetnsARPResponder(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(400 * time.Millisecond) // the whole burst: 3 rounds 100 ms apart
-	garps := cap.answers(vip, t0, kindGratuitous)
+	garps := answers(cap, vip, t0, kindGratuitous)
 	if len(garps) == 0 {
 		t.Fatalf("no gratuitous ARP captured for %s", vip)
 	}
@@ -212,7 +157,7 @@ func TestNetnsARPResponder(t *testing.T) {
 	if macs := arping(t, l.client, "cl0", vip, 3); len(macs) != 0 {
 		t.Fatalf("replies after release: %v", macs)
 	}
-	if late := cap.answers(vip, tRel, kindReply, kindGratuitous); len(late) != 0 {
+	if late := answers(cap, vip, tRel, kindReply, kindGratuitous); len(late) != 0 {
 		t.Fatalf("%d ARP frames for %s after release", len(late), vip)
 	}
 	st := r.Stats()

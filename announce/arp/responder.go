@@ -9,25 +9,23 @@
 package arp
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
-	"slices"
-	"sync"
 	"time"
 
+	"github.com/edgelb/edgelb/announce/internal/l2resp"
 	"github.com/mdlayher/packet"
 )
 
 // EtherType of ARP (the packet socket's protocol).
 const etherTypeARP = 0x0806
 
-// Defaults for Config.
+// Defaults for Config: 3 rounds 250 ms apart, the same as announce/ndp.
 const (
-	DefaultGARPCount    = 3
-	DefaultGARPInterval = 250 * time.Millisecond
+	DefaultGARPCount    = l2resp.DefaultCount
+	DefaultGARPInterval = l2resp.DefaultInterval
 )
 
 // Config configures a Responder.
@@ -55,10 +53,8 @@ type Stats struct {
 
 // packetConn is the part of a packet socket the responder uses (a fake in tests).
 type packetConn interface {
-	ReadFrom(b []byte) (int, net.Addr, error)
+	l2resp.Link
 	WriteTo(b []byte, addr net.Addr) (int, error)
-	SetReadDeadline(t time.Time) error
-	Close() error
 }
 
 // opener opens the packet socket on the named interface and returns it with
@@ -66,12 +62,9 @@ type packetConn interface {
 type opener func(ifName string) (packetConn, net.HardwareAddr, error)
 
 func openPacket(ifName string) (packetConn, net.HardwareAddr, error) {
-	ifi, err := net.InterfaceByName(ifName)
+	ifi, err := l2resp.EthernetInterface(ifName)
 	if err != nil {
-		return nil, nil, fmt.Errorf("interface %q: %w", ifName, err)
-	}
-	if len(ifi.HardwareAddr) != 6 {
-		return nil, nil, fmt.Errorf("interface %q has no Ethernet address (%q)", ifName, ifi.HardwareAddr)
+		return nil, nil, err
 	}
 	c, err := packet.Listen(ifi, packet.Raw, etherTypeARP, nil)
 	if err != nil {
@@ -82,290 +75,54 @@ func openPacket(ifName string) (packetConn, net.HardwareAddr, error) {
 
 // Responder answers ARP requests for the owned IPv4 addresses.
 type Responder struct {
-	cfg   Config
-	log   *slog.Logger
-	open  opener
-	retry time.Duration // pause before reopening a failed socket
-
-	// mu guards everything below. A reply or GARP is written while mu is
-	// held, so once SetOwned returns no frame for a removed address can
-	// still be sent: the L2 handover relies on that.
-	mu    sync.Mutex
-	conn  packetConn
-	mac   net.HardwareAddr
-	owned map[netip.Addr]uint64 // address → claim generation (cancels stale GARP bursts)
-	gen   uint64
-	stats Stats
-
-	done chan struct{}
-	wg   sync.WaitGroup
+	core *l2resp.Core[packetConn, frame]
 }
 
 // New opens the packet socket on cfg.Interface and starts answering (for
 // nothing until SetOwned). It fails when the interface does not exist.
 func New(cfg Config) (*Responder, error) {
-	return newResponder(cfg, openPacket)
+	return newResponder(cfg, openPacket, time.Second)
 }
 
-func newResponder(cfg Config, open opener) (*Responder, error) {
-	if cfg.Interface == "" {
-		return nil, errors.New(`arp: field "interface" is empty`)
-	}
-	if cfg.GARPCount <= 0 {
-		cfg.GARPCount = DefaultGARPCount
-	}
-	if cfg.GARPInterval <= 0 {
-		cfg.GARPInterval = DefaultGARPInterval
-	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	r := &Responder{cfg: cfg, log: log.With("announcer", "arp", "interface", cfg.Interface), open: open,
-		retry: time.Second, owned: map[netip.Addr]uint64{}, done: make(chan struct{})}
-	conn, mac, err := open(cfg.Interface)
+// newResponder takes the socket opener and the pause before a reopen, both
+// shortened or faked in tests.
+func newResponder(cfg Config, open opener, retry time.Duration) (*Responder, error) {
+	core, err := l2resp.Start(l2resp.Config{Name: "arp", Interface: cfg.Interface,
+		Count: cfg.GARPCount, Interval: cfg.GARPInterval, Logger: cfg.Logger, Retry: retry,
+		ReadBuffer: 1518, ReadFailed: "read arp", ReopenFailed: "reopen arp socket"}, &protocol{open: open})
 	if err != nil {
-		return nil, fmt.Errorf("arp: %w", err)
+		return nil, err
 	}
-	r.conn, r.mac = conn, mac
-	r.wg.Add(1)
-	go r.readLoop()
-	return r, nil
+	return &Responder{core: core}, nil
 }
 
 // HardwareAddr is the MAC the responder answers with.
-func (r *Responder) HardwareAddr() net.HardwareAddr {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.mac)
-}
+func (r *Responder) HardwareAddr() net.HardwareAddr { return r.core.MAC() }
 
 // SetOwned declares the complete set of IPv4 addresses to answer for. Newly
 // owned addresses get a gratuitous ARP burst (the first round before SetOwned
 // returns); removed ones are never answered again once it returns. Non-IPv4
 // addresses are refused and nothing changes.
 func (r *Responder) SetOwned(addrs []netip.Addr) error {
-	next := make(map[netip.Addr]bool, len(addrs))
+	next := make([]netip.Addr, 0, len(addrs))
 	for _, a := range addrs {
 		a = a.Unmap()
 		if !a.Is4() {
 			return fmt.Errorf("arp: owned address %q is not IPv4", a)
 		}
-		next[a] = true
+		next = append(next, a)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	select {
-	case <-r.done:
-		return errors.New("arp: responder closed")
-	default:
-	}
-	for a := range r.owned {
-		if !next[a] {
-			delete(r.owned, a)
-			r.log.Info("stopped answering", "vip", a)
-		}
-	}
-	for a := range next {
-		if _, ok := r.owned[a]; ok {
-			continue
-		}
-		r.gen++
-		r.owned[a] = r.gen
-		r.log.Info("answering", "vip", a, "mac", r.mac.String())
-		r.sendGARPLocked(a)
-		if r.cfg.GARPCount > 1 {
-			r.wg.Add(1)
-			go r.garpBurst(a, r.gen)
-		}
-	}
-	return nil
+	return r.core.SetOwned(next)
 }
 
 // Owned returns the addresses currently answered for, sorted.
-func (r *Responder) Owned() []netip.Addr {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]netip.Addr, 0, len(r.owned))
-	for a := range r.owned {
-		out = append(out, a)
-	}
-	slices.SortFunc(out, netip.Addr.Compare)
-	return out
-}
+func (r *Responder) Owned() []netip.Addr { return r.core.Owned() }
 
 // Stats returns the counters.
 func (r *Responder) Stats() Stats {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.stats
+	c := r.core.Counters()
+	return Stats{Replies: c.Replies, GARPs: c.Announced, Ignored: c.Ignored, Conflicts: c.Conflicts, Reopens: c.Reopens}
 }
 
 // Close stops answering for everything and closes the socket. Safe to call twice.
-func (r *Responder) Close() error {
-	r.mu.Lock()
-	select {
-	case <-r.done:
-		r.mu.Unlock()
-		return nil
-	default:
-	}
-	close(r.done)
-	clear(r.owned)
-	var err error
-	if r.conn != nil {
-		err = r.conn.Close()
-		r.conn = nil
-	}
-	r.mu.Unlock()
-	r.wg.Wait()
-	return err
-}
-
-// garpBurst sends the remaining gratuitous ARP rounds for a, stopping as soon
-// as a is released (or released and claimed again: gen changes).
-func (r *Responder) garpBurst(a netip.Addr, gen uint64) {
-	defer r.wg.Done()
-	t := time.NewTicker(r.cfg.GARPInterval)
-	defer t.Stop()
-	for i := 1; i < r.cfg.GARPCount; i++ {
-		select {
-		case <-r.done:
-			return
-		case <-t.C:
-		}
-		r.mu.Lock()
-		if r.owned[a] != gen {
-			r.mu.Unlock()
-			return
-		}
-		r.sendGARPLocked(a)
-		r.mu.Unlock()
-	}
-}
-
-func (r *Responder) sendGARPLocked(a netip.Addr) {
-	if r.conn == nil {
-		return // socket being reopened; the next rounds will go out
-	}
-	frames, err := garpFrames(r.mac, a)
-	if err != nil {
-		r.log.Warn("gratuitous arp", "vip", a, "err", err)
-		return
-	}
-	for _, b := range frames {
-		if _, err := r.conn.WriteTo(b, &packet.Addr{HardwareAddr: broadcast}); err != nil {
-			r.log.Warn("send gratuitous arp", "vip", a, "err", err)
-			return
-		}
-	}
-	r.stats.GARPs++
-}
-
-var broadcast = net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
-
-// readLoop answers requests until Close. A socket error (interface deleted
-// and recreated, driver reset) reopens the socket after a pause instead of
-// giving up: the announcer keeps its ownership and the answers resume.
-func (r *Responder) readLoop() {
-	defer r.wg.Done()
-	buf := make([]byte, 1518)
-	for {
-		r.mu.Lock()
-		conn := r.conn
-		r.mu.Unlock()
-		if conn == nil {
-			if !r.reopen() {
-				return
-			}
-			continue
-		}
-		n, _, err := conn.ReadFrom(buf)
-		if err != nil {
-			select {
-			case <-r.done:
-				return
-			default:
-			}
-			r.log.Warn("read arp", "err", err)
-			r.mu.Lock()
-			if r.conn == conn {
-				conn.Close()
-				r.conn = nil
-			}
-			r.mu.Unlock()
-			continue
-		}
-		r.handle(buf[:n])
-	}
-}
-
-// reopen retries opening the socket every r.retry until it works or Close.
-func (r *Responder) reopen() bool {
-	for {
-		select {
-		case <-r.done:
-			return false
-		case <-time.After(r.retry):
-		}
-		conn, mac, err := r.open(r.cfg.Interface)
-		if err != nil {
-			r.log.Warn("reopen arp socket", "err", err)
-			continue
-		}
-		r.mu.Lock()
-		select {
-		case <-r.done:
-			r.mu.Unlock()
-			conn.Close()
-			return false
-		default:
-		}
-		r.conn, r.mac = conn, mac
-		r.stats.Reopens++
-		// Neighbours may have missed us while the socket was down: announce again.
-		for a := range r.owned {
-			r.sendGARPLocked(a)
-		}
-		r.mu.Unlock()
-		return true
-	}
-}
-
-// handle decides on one received frame.
-func (r *Responder) handle(b []byte) {
-	f, err := parseFrame(b)
-	if err != nil {
-		return // not ours to judge: malformed or foreign frames are dropped
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if f.fromSelf(r.mac) {
-		return
-	}
-	switch f.kind {
-	case kindGratuitous, kindReply:
-		if _, ok := r.owned[f.senderIP]; ok {
-			r.stats.Conflicts++
-			r.log.Warn("another host claims an address we own", "vip", f.senderIP, "mac", f.senderHW.String())
-		}
-	case kindRequest:
-		if _, ok := r.owned[f.targetIP]; !ok {
-			r.stats.Ignored++
-			return
-		}
-		out, err := replyFrame(f, r.mac, f.targetIP)
-		if err != nil {
-			r.log.Warn("arp reply", "err", err)
-			return
-		}
-		if r.conn == nil {
-			return
-		}
-		if _, err := r.conn.WriteTo(out, &packet.Addr{HardwareAddr: f.ethSrc}); err != nil {
-			r.log.Warn("send arp reply", "vip", f.targetIP, "to", f.senderIP, "err", err)
-			return
-		}
-		r.stats.Replies++
-	}
-}
+func (r *Responder) Close() error { return r.core.Close() }

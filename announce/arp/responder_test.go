@@ -3,7 +3,6 @@ package arp
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -12,47 +11,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgelb/edgelb/announce/internal/l2test"
 	"github.com/mdlayher/arp"
 	"github.com/mdlayher/ethernet"
 )
 
-// fakeConn is an in-memory packet socket: frames pushed into in are read,
-// frames written are recorded.
-type fakeConn struct {
-	in     chan []byte
-	mu     sync.Mutex
-	out    [][]byte
-	closed chan struct{}
-	once   sync.Once
-}
-
-func newFakeConn() *fakeConn {
-	return &fakeConn{in: make(chan []byte, 16), closed: make(chan struct{})}
-}
-
-func (c *fakeConn) ReadFrom(b []byte) (int, net.Addr, error) {
-	select {
-	case f := <-c.in:
-		return copy(b, f), nil, nil
-	case <-c.closed:
-		return 0, nil, net.ErrClosed
-	}
-}
-
-func (c *fakeConn) WriteTo(b []byte, _ net.Addr) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.out = append(c.out, bytes.Clone(b))
-	return len(b), nil
-}
-func (c *fakeConn) SetReadDeadline(time.Time) error { return nil }
-func (c *fakeConn) Close() error                    { c.once.Do(func() { close(c.closed) }); return nil }
-
-func (c *fakeConn) written() []*arp.Packet {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// written decodes the ARP packets c carries.
+func written(c *l2test.Conn) []*arp.Packet {
 	var ps []*arp.Packet
-	for _, b := range c.out {
+	for _, b := range c.Written() {
 		var f ethernet.Frame
 		if err := f.UnmarshalBinary(b); err != nil {
 			panic(err)
@@ -87,11 +54,11 @@ func request(t testing.TB, from net.HardwareAddr, sender, target netip.Addr) []b
 	return b
 }
 
-func newTestResponder(t *testing.T) (*Responder, *fakeConn) {
-	c := newFakeConn()
+func newTestResponder(t *testing.T) (*Responder, *l2test.Conn) {
+	c := l2test.NewConn()
 	r, err := newResponder(Config{Interface: "test0", GARPCount: 1}, func(string) (packetConn, net.HardwareAddr, error) {
 		return c, gwMAC, nil
-	})
+	}, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,20 +66,9 @@ func newTestResponder(t *testing.T) (*Responder, *fakeConn) {
 	return r, c
 }
 
-// waitStats polls until cond holds (the read loop runs on its own goroutine).
 func waitStats(t *testing.T, r *Responder, cond func(Stats) bool) Stats {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		s := r.Stats()
-		if cond(s) {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("stats never matched: %+v", s)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	return l2test.WaitFor(t, r.Stats, cond)
 }
 
 func TestResponderAnswersOnlyOwned(t *testing.T) {
@@ -120,11 +76,11 @@ func TestResponderAnswersOnlyOwned(t *testing.T) {
 	if err := r.SetOwned([]netip.Addr{vip1}); err != nil {
 		t.Fatal(err)
 	}
-	c.in <- request(t, clientMAC, clientIP, vip2) // not owned
-	c.in <- request(t, clientMAC, clientIP, vip1) // owned
+	c.In <- request(t, clientMAC, clientIP, vip2) // not owned
+	c.In <- request(t, clientMAC, clientIP, vip1) // owned
 	waitStats(t, r, func(s Stats) bool { return s.Replies == 1 && s.Ignored == 1 })
 
-	ps := c.written()
+	ps := written(c)
 	// one GARP round (request + reply form) then one reply
 	if len(ps) != 3 {
 		t.Fatalf("wrote %d packets, want 3", len(ps))
@@ -139,9 +95,9 @@ func TestResponderAnswersOnlyOwned(t *testing.T) {
 	if err := r.SetOwned(nil); err != nil {
 		t.Fatal(err)
 	}
-	c.in <- request(t, clientMAC, clientIP, vip1)
+	c.In <- request(t, clientMAC, clientIP, vip1)
 	waitStats(t, r, func(s Stats) bool { return s.Ignored == 2 })
-	if got := len(c.written()); got != 3 {
+	if got := len(written(c)); got != 3 {
 		t.Fatalf("answered after release: %d packets", got)
 	}
 }
@@ -151,9 +107,9 @@ func TestResponderIgnoresSelfAndGratuitous(t *testing.T) {
 	if err := r.SetOwned([]netip.Addr{vip1}); err != nil {
 		t.Fatal(err)
 	}
-	c.in <- request(t, gwMAC, clientIP, vip1)     // our own outgoing frame seen by the socket
-	c.in <- request(t, otherMAC, vip1, vip1)      // another host's gratuitous ARP: a conflict, never answered
-	c.in <- request(t, clientMAC, clientIP, vip1) // a real request
+	c.In <- request(t, gwMAC, clientIP, vip1)     // our own outgoing frame seen by the socket
+	c.In <- request(t, otherMAC, vip1, vip1)      // another host's gratuitous ARP: a conflict, never answered
+	c.In <- request(t, clientMAC, clientIP, vip1) // a real request
 	s := waitStats(t, r, func(s Stats) bool { return s.Replies == 1 && s.Conflicts == 1 })
 	if s.Replies != 1 {
 		t.Fatalf("stats %+v", s)
@@ -161,9 +117,9 @@ func TestResponderIgnoresSelfAndGratuitous(t *testing.T) {
 }
 
 func TestResponderGARPBurst(t *testing.T) {
-	c := newFakeConn()
+	c := l2test.NewConn()
 	r, err := newResponder(Config{Interface: "test0", GARPCount: 3, GARPInterval: 5 * time.Millisecond},
-		func(string) (packetConn, net.HardwareAddr, error) { return c, gwMAC, nil })
+		func(string) (packetConn, net.HardwareAddr, error) { return c, gwMAC, nil }, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +132,7 @@ func TestResponderGARPBurst(t *testing.T) {
 		t.Fatalf("GARPs right after SetOwned = %d, want 1", got)
 	}
 	waitStats(t, r, func(s Stats) bool { return s.GARPs == 3 })
-	for i, p := range c.written() {
+	for i, p := range written(c) {
 		if p.SenderIP != vip1 || p.TargetIP != vip1 || !bytes.Equal(p.SenderHardwareAddr, gwMAC) {
 			t.Fatalf("garp %d: %+v", i, p)
 		}
@@ -206,7 +162,7 @@ func TestResponderRefusesIPv6(t *testing.T) {
 }
 
 func TestResponderReopens(t *testing.T) {
-	first, second := newFakeConn(), newFakeConn()
+	first, second := l2test.NewConn(), l2test.NewConn()
 	var mu sync.Mutex
 	opens := 0
 	r, err := newResponder(Config{Interface: "test0", GARPCount: 1}, func(string) (packetConn, net.HardwareAddr, error) {
@@ -217,18 +173,17 @@ func TestResponderReopens(t *testing.T) {
 			return first, gwMAC, nil
 		}
 		return second, gwMAC, nil
-	})
+	}, time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	r.retry = time.Millisecond
 	if err := r.SetOwned([]netip.Addr{vip1}); err != nil {
 		t.Fatal(err)
 	}
 	first.Close() // the socket dies under the responder
 	waitStats(t, r, func(s Stats) bool { return s.Reopens == 1 })
-	second.in <- request(t, clientMAC, clientIP, vip1)
+	second.In <- request(t, clientMAC, clientIP, vip1)
 	waitStats(t, r, func(s Stats) bool { return s.Replies == 1 })
 }
 
@@ -306,25 +261,13 @@ func TestKernelWarningsReadsThisNamespace(t *testing.T) {
 // above when EDGELB_WRITE_CORPUS=1 (the corpus is committed; this only
 // regenerates it).
 func TestWriteFuzzCorpus(t *testing.T) {
-	if os.Getenv("EDGELB_WRITE_CORPUS") != "1" {
-		t.Skip("set EDGELB_WRITE_CORPUS=1 to regenerate testdata/fuzz")
-	}
 	gs, _ := garpFrames(gwMAC, vip1)
-	seeds := map[string][]byte{
+	l2test.WriteCorpus(t, "FuzzParseFrame", map[string][]byte{
 		"request":    request(t, clientMAC, clientIP, vip1),
 		"gratuitous": request(t, otherMAC, vip1, vip1),
 		"garp-req":   gs[0],
 		"garp-reply": gs[1],
 		"truncated":  request(t, clientMAC, clientIP, vip1)[:30],
 		"probe":      request(t, clientMAC, netip.IPv4Unspecified(), vip1),
-	}
-	dir := filepath.Join("testdata", "fuzz", "FuzzParseFrame")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, b := range seeds {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", b)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 }
