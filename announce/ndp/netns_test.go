@@ -8,22 +8,17 @@ import (
 	"net"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/edgelb/edgelb/announce/internal/l2test"
 	"github.com/edgelb/edgelb/lab/netns"
 	"github.com/mdlayher/packet"
 )
 
 // client is a raw IPv6 packet socket in the client namespace: it sends
 // solicitations and records every NS/NA it sees (no ndisc6 needed).
-type client struct {
-	conn *packet.Conn
-	mac  net.HardwareAddr
-	mu   sync.Mutex
-	seen []seenMsg
-}
+type client struct{ *l2test.Capture }
 
 type seenMsg struct {
 	at    time.Time
@@ -31,51 +26,22 @@ type seenMsg struct {
 	flags byte
 }
 
-func newClient(t *testing.T, ns *netns.NS, ifName string) *client {
+func newClient(t *testing.T, ns *netns.NS, ifName string) client {
 	t.Helper()
-	c := &client{}
-	err := ns.Do(func() error {
-		ifi, err := net.InterfaceByName(ifName)
-		if err != nil {
-			return err
-		}
-		c.mac = ifi.HardwareAddr
-		f, err := ndFilter()
-		if err != nil {
-			return err
-		}
-		c.conn, err = packet.Listen(ifi, packet.Raw, etherTypeIPv6, &packet.Config{Filter: f})
-		return err
-	})
+	f, err := ndFilter()
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		buf := make([]byte, 9216)
-		for {
-			n, _, err := c.conn.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			if m, err := parseMessage(buf[:n]); err == nil {
-				c.mu.Lock()
-				c.seen = append(c.seen, seenMsg{time.Now(), m, buf[ethHdrLen+ipv6HdrLen+4]})
-				c.mu.Unlock()
-			}
-		}
-	}()
-	t.Cleanup(func() { c.conn.Close() })
-	return c
+	return client{l2test.Listen(t, ns, ifName, etherTypeIPv6, f)}
 }
 
 // adverts returns the advertisements for target received since t0.
-func (c *client) adverts(target netip.Addr, t0 time.Time) []seenMsg {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func (c client) adverts(target netip.Addr, t0 time.Time) []seenMsg {
 	var out []seenMsg
-	for _, s := range c.seen {
-		if s.m.kind == kindAdvert && s.m.target == target && !s.at.Before(t0) && !bytes.Equal(s.m.ethSrc, c.mac) {
-			out = append(out, s)
+	for _, r := range c.Since(t0) {
+		m, err := parseMessage(r.B)
+		if err == nil && m.kind == kindAdvert && m.target == target && !bytes.Equal(m.ethSrc, c.MAC) {
+			out = append(out, seenMsg{r.At, m, r.B[ethHdrLen+ipv6HdrLen+4]})
 		}
 	}
 	return out
@@ -84,18 +50,18 @@ func (c *client) adverts(target netip.Addr, t0 time.Time) []seenMsg {
 // solicit sends n solicitations for target (multicast to its solicited-node
 // group, or unicast to dstMAC/target when dstMAC is set) 100 ms apart, then
 // counts the answers.
-func (c *client) solicit(t *testing.T, src, target netip.Addr, dstMAC net.HardwareAddr, n int) []seenMsg {
+func (c client) solicit(t *testing.T, src, target netip.Addr, dstMAC net.HardwareAddr, n int) []seenMsg {
 	t.Helper()
 	t0 := time.Now()
 	for i := 0; i < n; i++ {
 		var b []byte
 		if dstMAC == nil {
-			b = solicitFrame(t, c.mac, src, snm(target), target, 255)
+			b = solicitFrame(t, c.MAC, src, snm(target), target, 255)
 		} else {
-			b = solicitFrame(t, c.mac, src, target, target, 255)
+			b = solicitFrame(t, c.MAC, src, target, target, 255)
 			copy(b[0:6], dstMAC)
 		}
-		if _, err := c.conn.WriteTo(b, &packet.Addr{HardwareAddr: net.HardwareAddr(b[0:6])}); err != nil {
+		if _, err := c.Conn.WriteTo(b, &packet.Addr{HardwareAddr: net.HardwareAddr(b[0:6])}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -129,15 +95,9 @@ func TestNetnsNDPResponder(t *testing.T) {
 	vip := netip.MustParseAddr("2001:db8::100")
 	c := newClient(t, cl, "cl0")
 
-	var r *Responder
-	if err := gw.Do(func() error {
-		var err error
-		r, err = New(Config{Interface: "gw0", NACount: 3, NAInterval: 100 * time.Millisecond})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close() })
+	r := l2test.Start(t, gw, func() (*Responder, error) {
+		return New(Config{Interface: "gw0", NACount: 3, NAInterval: 100 * time.Millisecond})
+	})
 
 	if got := c.solicit(t, clientIP, vip, nil, 2); len(got) != 0 {
 		t.Fatalf("answers before ownership: %d", len(got))

@@ -3,53 +3,21 @@ package ndp
 import (
 	"bytes"
 	"encoding/binary"
-	"fmt"
 	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/edgelb/edgelb/announce/internal/l2test"
 	"github.com/mdlayher/ethernet"
 	"github.com/mdlayher/ndp"
 )
 
-type fakeFrames struct {
-	in     chan []byte
-	mu     sync.Mutex
-	out    [][]byte
-	closed chan struct{}
-	once   sync.Once
-}
-
-func newFakeFrames() *fakeFrames {
-	return &fakeFrames{in: make(chan []byte, 16), closed: make(chan struct{})}
-}
-
-func (c *fakeFrames) ReadFrom(b []byte) (int, net.Addr, error) {
-	select {
-	case f := <-c.in:
-		return copy(b, f), nil, nil
-	case <-c.closed:
-		return 0, nil, net.ErrClosed
-	}
-}
-
-func (c *fakeFrames) WriteTo(b []byte, _ net.Addr) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.out = append(c.out, bytes.Clone(b))
-	return len(b), nil
-}
-func (c *fakeFrames) Close() error { c.once.Do(func() { close(c.closed) }); return nil }
-
-func (c *fakeFrames) written(t *testing.T) []message {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// written parses what the responder wrote to c; each must be a valid ND message.
+func written(t *testing.T, c *l2test.Conn) []message {
 	var ms []message
-	for _, b := range c.out {
+	for _, b := range c.Written() {
 		m, err := parseMessage(b)
 		if err != nil {
 			t.Fatalf("responder wrote an invalid frame: %v", err)
@@ -121,10 +89,10 @@ func solicitFrame(t testing.TB, from net.HardwareAddr, src, dst, target netip.Ad
 
 func snm(a netip.Addr) netip.Addr { g, _ := ndp.SolicitedNodeMulticast(a); return g }
 
-func newTestResponder(t *testing.T, count int) (*Responder, *fakeFrames, *fakeGroups) {
-	fr, gr := newFakeFrames(), &fakeGroups{joined: map[netip.Addr]bool{}}
+func newTestResponder(t *testing.T, count int) (*Responder, *l2test.Conn, *fakeGroups) {
+	fr, gr := l2test.NewConn(), &fakeGroups{joined: map[netip.Addr]bool{}}
 	r, err := newResponder(Config{Interface: "test0", NACount: count, NAInterval: 5 * time.Millisecond},
-		func(string) (sockets, error) { return sockets{frames: fr, groups: gr, mac: gwMAC}, nil })
+		func(string) (sockets, net.HardwareAddr, error) { return sockets{frames: fr, groups: gr}, gwMAC, nil }, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,17 +102,7 @@ func newTestResponder(t *testing.T, count int) (*Responder, *fakeFrames, *fakeGr
 
 func waitStats(t *testing.T, r *Responder, cond func(Stats) bool) Stats {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		s := r.Stats()
-		if cond(s) {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("stats never matched: %+v", s)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	return l2test.WaitFor(t, r.Stats, cond)
 }
 
 func TestResponderAnswersOnlyOwned(t *testing.T) {
@@ -155,14 +113,14 @@ func TestResponderAnswersOnlyOwned(t *testing.T) {
 	if !gr.has(snm(vip1)) {
 		t.Fatalf("solicited-node group %s not joined", snm(vip1))
 	}
-	fr.in <- solicitFrame(t, clientMAC, clientIP, snm(vip3), vip3, 255) // not owned
-	fr.in <- solicitFrame(t, clientMAC, clientIP, snm(vip1), vip1, 64)  // routed: hop limit not 255
-	fr.in <- solicitFrame(t, gwMAC, clientIP, snm(vip1), vip1, 255)     // our own frame
-	fr.in <- solicitFrame(t, clientMAC, clientIP, snm(vip1), vip1, 255) // multicast NS
-	fr.in <- solicitFrame(t, clientMAC, clientIP, vip1, vip1, 255)      // unicast NUD probe
+	fr.In <- solicitFrame(t, clientMAC, clientIP, snm(vip3), vip3, 255) // not owned
+	fr.In <- solicitFrame(t, clientMAC, clientIP, snm(vip1), vip1, 64)  // routed: hop limit not 255
+	fr.In <- solicitFrame(t, gwMAC, clientIP, snm(vip1), vip1, 255)     // our own frame
+	fr.In <- solicitFrame(t, clientMAC, clientIP, snm(vip1), vip1, 255) // multicast NS
+	fr.In <- solicitFrame(t, clientMAC, clientIP, vip1, vip1, 255)      // unicast NUD probe
 	waitStats(t, r, func(s Stats) bool { return s.Replies == 2 && s.Ignored == 1 })
 
-	ms := fr.written(t)
+	ms := written(t, fr)
 	if len(ms) != 3 {
 		t.Fatalf("wrote %d messages, want 3 (1 unsolicited + 2 answers)", len(ms))
 	}
@@ -175,12 +133,11 @@ func TestResponderAnswersOnlyOwned(t *testing.T) {
 			t.Fatalf("answer %+v", a)
 		}
 	}
-	fr.mu.Lock()
-	if f := fr.out[1]; !bytes.Equal(f[0:6], clientMAC) {
+	f := fr.Written()[1]
+	if !bytes.Equal(f[0:6], clientMAC) {
 		t.Fatalf("answer sent to %s, want %s", net.HardwareAddr(f[0:6]), clientMAC)
 	}
-	flags := fr.out[1][ethHdrLen+ipv6HdrLen+4]
-	fr.mu.Unlock()
+	flags := f[ethHdrLen+ipv6HdrLen+4]
 	if flags&0x60 != 0x60 {
 		t.Fatalf("answer flags %#x: want Solicited and Override", flags)
 	}
@@ -191,9 +148,9 @@ func TestResponderAnswersOnlyOwned(t *testing.T) {
 	if gr.has(snm(vip1)) {
 		t.Fatal("group still joined after release")
 	}
-	fr.in <- solicitFrame(t, clientMAC, clientIP, snm(vip1), vip1, 255)
+	fr.In <- solicitFrame(t, clientMAC, clientIP, snm(vip1), vip1, 255)
 	waitStats(t, r, func(s Stats) bool { return s.Ignored == 2 })
-	if got := len(fr.written(t)); got != 3 {
+	if got := len(written(t, fr)); got != 3 {
 		t.Fatalf("answered after release: %d", got)
 	}
 }
@@ -203,9 +160,9 @@ func TestResponderDADDefence(t *testing.T) {
 	if err := r.SetOwned([]netip.Addr{vip1}); err != nil {
 		t.Fatal(err)
 	}
-	fr.in <- solicitFrame(t, otherMAC, netip.IPv6Unspecified(), snm(vip1), vip1, 255)
+	fr.In <- solicitFrame(t, otherMAC, netip.IPv6Unspecified(), snm(vip1), vip1, 255)
 	waitStats(t, r, func(s Stats) bool { return s.Replies == 1 })
-	ms := fr.written(t)
+	ms := written(t, fr)
 	if a := ms[len(ms)-1]; a.dst != allNodes {
 		t.Fatalf("DAD answer to %s, want ff02::1", a.dst)
 	}
@@ -246,10 +203,37 @@ func TestResponderUnsolicitedBurstAndConflict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fr.in <- other
+	fr.In <- other
 	waitStats(t, r, func(s Stats) bool { return s.Conflicts == 1 })
 	if err := r.SetOwned([]netip.Addr{netip.MustParseAddr("192.0.2.1")}); err == nil {
 		t.Fatal("IPv4 accepted")
+	}
+}
+
+// TestResponderReopenRejoins: after the sockets die, the new group socket
+// joins the owned VIPs' groups again and the VIPs are announced again.
+func TestResponderReopenRejoins(t *testing.T) {
+	socks := make(chan sockets, 2)
+	first, second := l2test.NewConn(), l2test.NewConn()
+	gr2 := &fakeGroups{joined: map[netip.Addr]bool{}}
+	socks <- sockets{frames: first, groups: &fakeGroups{joined: map[netip.Addr]bool{}}}
+	socks <- sockets{frames: second, groups: gr2}
+	r, err := newResponder(Config{Interface: "test0", NACount: 1},
+		func(string) (sockets, net.HardwareAddr, error) { return <-socks, gwMAC, nil }, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.SetOwned([]netip.Addr{vip1}); err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+	waitStats(t, r, func(s Stats) bool { return s.Reopens == 1 && s.Unsolicited == 2 })
+	if !gr2.has(snm(vip1)) {
+		t.Fatal("group not joined on the new socket")
+	}
+	if ms := written(t, second); len(ms) != 1 || ms[0].target != vip1 {
+		t.Fatalf("new socket carried %+v", ms)
 	}
 }
 
@@ -308,16 +292,5 @@ func corpusSeeds(t testing.TB) map[string][]byte {
 }
 
 func TestWriteFuzzCorpus(t *testing.T) {
-	if os.Getenv("EDGELB_WRITE_CORPUS") != "1" {
-		t.Skip("set EDGELB_WRITE_CORPUS=1 to regenerate testdata/fuzz")
-	}
-	dir := filepath.Join("testdata", "fuzz", "FuzzParseMessage")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, b := range corpusSeeds(t) {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", b)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	l2test.WriteCorpus(t, "FuzzParseMessage", corpusSeeds(t))
 }
