@@ -127,7 +127,7 @@ func TestHealthTargets(t *testing.T) {
 	hc := &HealthCheck{Type: "tcp", Interval: time.Second, Timeout: time.Second, Rise: 1, Fall: 1}
 	a, b := netip.MustParseAddr("198.51.100.2"), netip.MustParseAddr("198.51.100.3")
 	s := ServiceSpec{Name: "web",
-		Ports: []PortSpec{{Port: 80, TargetPort: 8080}, {Port: 81, TargetPort: 8080}, {Port: 443}},
+		Ports:    []PortSpec{{Port: 80, TargetPort: 8080}, {Port: 81, TargetPort: 8080}, {Port: 443}},
 		Backends: []BackendSpec{{Addr: a}, {Addr: b, Port: 9000}}}
 	if got := s.HealthTargets(); got != nil {
 		t.Fatalf("no check: %v", got)
