@@ -130,23 +130,29 @@ func (e *Engine) renderService(n string) *rendered {
 	return r
 }
 
-// allDown reports whether s has backends and every one of them is marked
-// down by its health check. A configured weight of 0 is a drain, not a
-// failure, so it does not count.
+// allDown reports whether every backend of s in rotation is marked down by
+// its health check (and there is one). A configured weight of 0 is a drain:
+// not in rotation, so it neither counts as down nor keeps the service out
+// of the all-down policy (the daemon's node-port filter decides alike).
 func (e *Engine) allDown(s *lb.ServiceSpec) bool {
 	down := e.unhealthy[s.Name]
-	if len(s.Backends) == 0 || len(down) == 0 {
+	if len(down) == 0 {
 		return false
 	}
+	hit := false
 	for k := range s.Ports {
 		p := &s.Ports[k]
 		for _, b := range s.Backends {
+			if b.Weight == 0 {
+				continue
+			}
 			if !backendDown(down, b, p) {
 				return false
 			}
+			hit = true
 		}
 	}
-	return true
+	return hit
 }
 
 func backendDown(down map[netip.AddrPort]bool, b lb.BackendSpec, p *lb.PortSpec) bool {

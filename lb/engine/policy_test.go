@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/edgelb/edgelb/lb"
@@ -103,5 +104,46 @@ func TestMethodsOfTheDataplane(t *testing.T) {
 	s.Method = proxy.NATNoSNAT
 	if _, _, err := e.PutService(ctx, s); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A drained backend (configured weight 0) is not in rotation, so it neither
+// counts as down nor keeps a service out of the all-down policy: with every
+// in-rotation backend down, keep restores the configured weights (the
+// drained one stays 0) and withdraw stops announcing the VIP. The node-port
+// health filter of the daemon (cmd/edgelb/internal/daemon/nodehealth.go)
+// decides the same way.
+func TestAllDownIgnoresDrained(t *testing.T) {
+	b1, b2 := netip.MustParseAddrPort("198.51.100.2:80"), netip.MustParseAddrPort("198.51.100.3:80")
+	for _, policy := range []AllDownPolicy{AllDownKeep, AllDownWithdraw} {
+		t.Run(string(policy), func(t *testing.T) {
+			e := start(t, store.NewMem(), Options{AllDown: policy})
+			if _, err := e.CreatePool(ctx, mustPool(t, "p", true, "192.0.2.0/29")); err != nil {
+				t.Fatal(err)
+			}
+			web := svc("web", 80, "198.51.100.2", "198.51.100.3", "198.51.100.4")
+			web.Backends[2].Weight = 0 // drained
+			if _, _, err := e.PutService(ctx, web); err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range []netip.AddrPort{b1, b2} {
+				if err := e.SetBackendHealth(ctx, "web", b, false); err != nil {
+					t.Fatal(err)
+				}
+			}
+			d := e.Desired()
+			var w []uint32
+			for _, b := range d.Dataplane.Services[0].Backends {
+				w = append(w, b.Weight)
+			}
+			t.Logf("policy %s: weights %v, %d VIPs announced", policy, w, len(d.VIPs))
+			want, wantVIPs := []uint32{1, 1, 0}, 1
+			if policy == AllDownWithdraw {
+				want, wantVIPs = []uint32{0, 0, 0}, 0
+			}
+			if !slices.Equal(w, want) || len(d.VIPs) != wantVIPs {
+				t.Fatalf("weights %v, %d VIPs announced; want %v and %d", w, len(d.VIPs), want, wantVIPs)
+			}
+		})
 	}
 }
