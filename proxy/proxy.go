@@ -231,7 +231,10 @@ type FlowEvent struct {
 // from Snapshot periodically.
 type FlowSource interface {
 	Snapshot(ctx context.Context) ([]Flow, error)
-	// Watch calls fn for each event until ctx ends or an error occurs.
+	// Watch calls fn for each event until ctx ends or an error occurs. It
+	// starts by reporting every flow already there (FlowNew), so a consumer
+	// that starts watching late (the web UI watches only while viewed)
+	// misses nothing that is still alive.
 	Watch(ctx context.Context, fn func(FlowEvent)) error
 }
 

@@ -330,11 +330,16 @@ func (f *fakeFlows) Snapshot(ctx context.Context) ([]proxy.Flow, error) {
 	return out, nil
 }
 
+// Watch reports the flows already there, then every Emit (the FlowSource
+// contract; conntrack and IPVS do the same).
 func (f *fakeFlows) Watch(ctx context.Context, fn func(proxy.FlowEvent)) error {
 	f.mu.Lock()
 	id := f.next
 	f.next++
 	f.watchers[id] = fn
+	for _, fl := range f.flows {
+		fn(proxy.FlowEvent{Type: proxy.FlowNew, Flow: fl})
+	}
 	f.mu.Unlock()
 	<-ctx.Done()
 	f.mu.Lock()
