@@ -5,12 +5,13 @@ package l2
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/edgelb/edgelb/lab/netns"
 )
 
 // Trials per topology (the issue asks for 20).
@@ -44,8 +45,8 @@ func summary(name string, xs []time.Duration) string {
 func runFailover(t *testing.T, n int) {
 	l := newFLab(t, n)
 	names := l.names()
-	t.Logf("%d gateways %v on a bridge; VIPs %v; load average %s", n, names, l.vips, loadavg())
-	defer func() { t.Logf("load average at the end: %s", loadavg()) }()
+	t.Logf("%d gateways %v on a bridge; VIPs %v; load average %s", n, names, l.vips, netns.Loadavg())
+	defer func() { t.Logf("load average at the end: %s", netns.Loadavg()) }()
 	for _, g := range l.gws {
 		t.Logf("  %s %s mac %s", g.name, g.ip, g.mac)
 	}
@@ -207,13 +208,4 @@ func runFailover(t *testing.T, n int) {
 	if w.split != 0 || len(ann) != 0 || w.answered != w.probes {
 		t.Errorf("converged capture: split=%d announcements=%d unanswered=%d", w.split, len(ann), w.probes-w.answered)
 	}
-}
-
-func loadavg() string {
-	b, _ := os.ReadFile("/proc/loadavg")
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
 }

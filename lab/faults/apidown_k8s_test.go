@@ -253,7 +253,7 @@ func TestK8sAPIServerGone60s(t *testing.T) {
 	t.Logf("MEASURED Kubernetes API server gone %s: dataplane kept serving (kernel unchanged at %d checks; %d requests through the VIP during the outage, %d failed; %d in all, %d failed); API server back (ready in %s): endpoint change in the kernel %s after the update (%s after the restart began), a new Service served %s after its creation; load %s",
 		down, checks, during, failedDuring, res.total, len(res.errs), apiReady.Round(time.Millisecond),
 		took.Round(time.Millisecond), (changed.Sub(tUp) + took).Round(time.Millisecond),
-		took2.Round(time.Millisecond), loadavg())
+		took2.Round(time.Millisecond), netns.Loadavg())
 	if len(res.errs) > 0 {
 		t.Errorf("%d requests failed, e.g. %s", len(res.errs), strings.Join(res.errs[:min(5, len(res.errs))], "; "))
 	}

@@ -71,7 +71,7 @@ func TestNetnsKill9During10kSync(t *testing.T) {
 	a := append([]svcDef{e.webService()}, e.bulkServices(n-1, 0)...)
 	b := append([]svcDef{e.webService()}, e.bulkServices(n-1, 1)...)
 	cfgA := e.config(cfgOpts{Services: a})
-	t.Logf("config A: %d services (%d KiB of YAML); config B: %d services; load %s", len(a), len(cfgA)/1024, len(b), loadavg())
+	t.Logf("config A: %d services (%d KiB of YAML); config B: %d services; load %s", len(a), len(cfgA)/1024, len(b), netns.Loadavg())
 
 	// 1. Kill -9 in the middle of the first sync. Between two of the
 	// dataplane's netlink batches some frontends are in and some are not;
@@ -133,7 +133,7 @@ func TestNetnsKill9During10kSync(t *testing.T) {
 	e.converged("restart with config A", a)
 	rss, _ := procStatus(e.d.PID(), "VmRSS", "VmHWM")
 	t.Logf("MEASURED restart after kill -9 at %d/%d frontends: ready (kernel converged) in %s, daemon CPU %s; RSS %.1f MiB (peak %.1f MiB) with %d services; load %s",
-		at, len(a), ready.Round(time.Millisecond), cpu, float64(rss["VmRSS"])/1024, float64(rss["VmHWM"])/1024, len(a), loadavg())
+		at, len(a), ready.Round(time.Millisecond), cpu, float64(rss["VmRSS"])/1024, float64(rss["VmHWM"])/1024, len(a), netns.Loadavg())
 	e.trafficOK("config A", a[0], a[1], a[len(a)-1])
 	check("after the restart")
 
@@ -161,7 +161,7 @@ func TestNetnsKill9During10kSync(t *testing.T) {
 		}
 	}
 	t.Logf("MEASURED restart with config B (%d services: %d removed, %d added, every 7th changed): ready in %s, daemon CPU %s; load %s",
-		len(b), removed, added, ready.Round(time.Millisecond), cpu, loadavg())
+		len(b), removed, added, ready.Round(time.Millisecond), cpu, netns.Loadavg())
 	e.trafficOK("config B", b[0], b[1], b[len(b)-1])
 	check("after the restart with config B")
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/edgelb/edgelb/lab/demo"
+	"github.com/edgelb/edgelb/lab/netns"
 )
 
 // loadDuration is EDGELB_LOAD_DURATION (a Go duration), default 2 minutes.
@@ -183,7 +184,7 @@ func TestNetnsDrainUnderLoad(t *testing.T) {
 	rate := float64(len(res.errs)) / float64(max(res.total, 1))
 	t.Logf("changes: %s", strings.Join(changes, "; "))
 	t.Logf("MEASURED drain under load: %d workers for %s, %d requests (%.0f/s), %d failed (error rate %.4f%%), new connections to a drained backend %d, to a removed one %d (after %s settle); %s; daemon CPU %s; load %s",
-		workers, elapsed.Round(time.Second), res.total, float64(res.total)/elapsed.Seconds(), len(res.errs), 100*rate, leaked["drained"], leaked["removed"], settle, strings.Join(per, " "), cpu, loadavg())
+		workers, elapsed.Round(time.Second), res.total, float64(res.total)/elapsed.Seconds(), len(res.errs), 100*rate, leaked["drained"], leaked["removed"], settle, strings.Join(per, " "), cpu, netns.Loadavg())
 	if len(res.errs) > 0 {
 		t.Errorf("%d requests failed, e.g. %s", len(res.errs), strings.Join(res.errs[:min(5, len(res.errs))], "; "))
 	}

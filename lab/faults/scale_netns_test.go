@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/edgelb/edgelb/lab/demo"
+	"github.com/edgelb/edgelb/lab/netns"
 )
 
 // target is one path to time: its i-th connect goes to addrs[i%len(addrs)]
@@ -146,7 +147,7 @@ func TestNetnsFirstPacketLatency(t *testing.T) {
 		t.Logf("MEASURED daemon memory with %d services: VmRSS %.1f MiB (goal < 100 MiB), peak VmHWM %.1f MiB; Go heap in use %.1f MiB, Go runtime total from the OS %.1f MiB; RssAnon %.1f MiB, RssFile %.1f MiB (the mapped executable); cold start to converged %s, daemon CPU %s; load %s",
 			len(svcs), float64(st["VmRSS"])/1024, float64(st["VmHWM"])/1024, e.metric("go_memstats_heap_inuse_bytes")/(1<<20),
 			e.metric("go_memstats_sys_bytes")/(1<<20), float64(st["RssAnon"])/1024, float64(st["RssFile"])/1024,
-			conv.Round(time.Millisecond), cpu, loadavg())
+			conv.Round(time.Millisecond), cpu, netns.Loadavg())
 		// Warm up (ARP, caches), then measure.
 		if _, err := e.connectTimes(100, vip, direct); err != nil {
 			t.Fatal(err)
@@ -158,7 +159,7 @@ func TestNetnsFirstPacketLatency(t *testing.T) {
 		v, d := times[0], times[1]
 		ratio := us(pct(v, 50)) / us(pct(d, 50))
 		line := fmt.Sprintf("MEASURED first packet with %d services: connect via VIP p50 %.1f µs p90 %.1f µs p99 %.1f µs; direct to the backend p50 %.1f µs p90 %.1f µs p99 %.1f µs; p50 ratio %.3f (goal ≤ 1.05) over %d connects each; load %s",
-			len(svcs), us(pct(v, 50)), us(pct(v, 90)), us(pct(v, 99)), us(pct(d, 50)), us(pct(d, 90)), us(pct(d, 99)), ratio, n, loadavg())
+			len(svcs), us(pct(v, 50)), us(pct(v, 90)), us(pct(v, 99)), us(pct(d, 50)), us(pct(d, 90)), us(pct(d, 99)), ratio, n, netns.Loadavg())
 		t.Log(line)
 		if count == big {
 			// Memory again after the connects: steady state with traffic,
@@ -219,5 +220,5 @@ func (e *env) natFloor(n int, vip, direct target) {
 	}
 	v, f, d := us(pct(times[0], 50)), us(pct(times[1], 50)), us(pct(times[2], 50))
 	t.Logf("MEASURED NAT floor beside edgelb: p50 connect via edgelb's VIP %.1f µs, via a one-rule dnat+masquerade VIP %.1f µs, direct %.1f µs; ratios: edgelb %.3f, kernel NAT floor %.3f (goal ≤ 1.05 is below it), edgelb ÷ floor %.3f; %d connects each; load %s",
-		v, f, d, v/d, f/d, v/f, n, loadavg())
+		v, f, d, v/d, f/d, v/f, n, netns.Loadavg())
 }

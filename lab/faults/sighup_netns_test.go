@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/edgelb/edgelb/lab/demo"
+	"github.com/edgelb/edgelb/lab/netns"
 )
 
 // longConn is one keep-alive HTTP connection through the VIP, asked every
@@ -180,7 +181,7 @@ func TestNetnsSIGHUPKeepsConnections(t *testing.T) {
 	defer res.mu.Unlock()
 	t.Logf("long-lived connections: %s", strings.Join(lines, "; "))
 	t.Logf("MEASURED SIGHUP reload (same pid %d): kernel at the new config %s after the signal; %d/%d long-lived connections survived (2 on the removed backend-3) over %s; new connections meanwhile %d, %d failed; broken config refused, kernel unchanged; load %s",
-		pid, took.Round(time.Millisecond), len(conns)-failed, len(conns), time.Since(t0).Round(time.Second), res.total, len(res.errs), loadavg())
+		pid, took.Round(time.Millisecond), len(conns)-failed, len(conns), time.Since(t0).Round(time.Second), res.total, len(res.errs), netns.Loadavg())
 	if len(res.errs) > 0 {
 		t.Errorf("new connections failed during the reload: %q", res.errs[:min(5, len(res.errs))])
 	}

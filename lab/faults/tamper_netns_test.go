@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/edgelb/edgelb/lab/demo"
+	"github.com/edgelb/edgelb/lab/netns"
 )
 
 // TestNetnsTamperRestored: edgelb's kernel objects are deleted or changed
@@ -83,5 +84,5 @@ func TestNetnsTamperRestored(t *testing.T) {
 		}
 	}
 	e.alive()
-	t.Logf("MEASURED tamper repair: %d kinds, worst %s with resyncInterval %s; load %s", len(cases), worst.Round(time.Millisecond), resync, loadavg())
+	t.Logf("MEASURED tamper repair: %d kinds, worst %s with resyncInterval %s; load %s", len(cases), worst.Round(time.Millisecond), resync, netns.Loadavg())
 }

@@ -6,8 +6,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -87,7 +85,7 @@ func benchCold(b *testing.B, n int) {
 	b.ReportMetric(float64(st.Elements), "elements")
 	b.ReportMetric(float64(st.Batches), "batches")
 	fmt.Printf("nft cold sync %d services × 10 backends: %.1f ms wall, %.1f ms CPU (user+sys) (%d elements in %d batches, %d messages; load %s)\n",
-		n, ms, cpums, st.Elements, st.Batches, st.Messages, loadavg())
+		n, ms, cpums, st.Elements, st.Batches, st.Messages, netns.Loadavg())
 }
 
 func BenchmarkNetnsColdSync1000(b *testing.B)  { benchCold(b, 1000) }
@@ -124,7 +122,7 @@ func BenchmarkNetnsUpdateOneOf10000(b *testing.B) {
 	b.ReportMetric(float64(after.Batches-before.Batches)/float64(b.N), "batches/update")
 	b.ReportMetric(float64(after.Elements-before.Elements)/float64(b.N), "elements/update")
 	fmt.Printf("nft update 1 of 10000 services: %.3f ms wall, %.3f ms CPU (%.1f batches, %.1f elements per update; load %s)\n",
-		ms, cpums, float64(after.Batches-before.Batches)/float64(b.N), float64(after.Elements-before.Elements)/float64(b.N), loadavg())
+		ms, cpums, float64(after.Batches-before.Batches)/float64(b.N), float64(after.Elements-before.Elements)/float64(b.N), netns.Loadavg())
 }
 
 // cpuTime is the process's user+system CPU time: on a machine shared by
@@ -135,16 +133,4 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
 }
