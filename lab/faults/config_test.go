@@ -5,6 +5,7 @@ package faults
 import (
 	"fmt"
 	"net/netip"
+	"os"
 	"strings"
 	"time"
 
@@ -144,8 +145,12 @@ dataplane:
 	fmt.Fprintf(&b, `api:
   listen: %s
   tokenFile: %s
-state:
-  dir: %s
-`, apiListen, e.token, e.dir+"/state")
+`, apiListen, e.token)
+	if lf := os.Getenv("EDGELB_LIVEFLOWS"); lf != "" {
+		// "always": time the paths with conntrack events followed, as
+		// while the live view is open (webui/README.md).
+		fmt.Fprintf(&b, "  liveFlows: %s\n", lf)
+	}
+	fmt.Fprintf(&b, "state:\n  dir: %s\n", e.dir+"/state")
 	return b.String()
 }
