@@ -22,6 +22,7 @@ type svcDef struct {
 	NodePort  uint16
 	Sharing   string
 	Scheduler string // "" = the default, wrr
+	Method    string // "" = the default, nat
 	Backends  []beDef
 }
 
@@ -118,6 +119,9 @@ pools:
 		}
 		if s.Scheduler != "" {
 			fmt.Fprintf(&b, ", scheduler: %s", s.Scheduler)
+		}
+		if s.Method != "" {
+			fmt.Fprintf(&b, ", method: %s", s.Method)
 		}
 		fmt.Fprintf(&b, ", ports: [{port: %d", s.Port)
 		if s.NodePort != 0 {

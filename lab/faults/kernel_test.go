@@ -321,9 +321,13 @@ func (k *kernel) diff(want []svcDef, nodes []netip.Addr) []string {
 		if got := k.dispatch[id]; got != pick {
 			add("%s: dispatch %q, want %q", s.Name, got, pick)
 		}
-		chains["post-m"] = true
-		if got := k.post[id]; got != "goto post-m" {
-			add("%s: post %q, want \"goto post-m\"", s.Name, got)
+		post := "post-m" // masquerade (nat, the default)
+		if s.Method == "nat-nosnat" {
+			post = "post-n"
+		}
+		chains[post] = true
+		if got := k.post[id]; got != "goto "+post {
+			add("%s: post %q, want %q", s.Name, got, "goto "+post)
 		}
 		got := map[string]int{}
 		for b, target := range k.be[id] {
