@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -68,7 +69,15 @@ type Controller struct {
 	built  bool // last was computed from synced caches
 	subs   []chan Desired
 	leadMu sync.Mutex // one leadership term at a time
+
+	// version moves after every change the Manager's lists can show
+	// (Services, IPPools, pending reasons, leadership), so the web UI polls
+	// for nothing while it holds (as lb/engine's Version).
+	version atomic.Uint64
 }
+
+// changed bumps the version; called after the change is visible to readers.
+func (c *Controller) changed() { c.version.Add(1) }
 
 // term is the state of one leadership term; a new term starts from what the
 // API says, never from memory of an earlier one.
@@ -76,6 +85,8 @@ type term struct {
 	ctx   context.Context
 	svcQ  workqueue.TypedRateLimitingInterface[string]
 	poolQ workqueue.TypedRateLimitingInterface[string]
+
+	changed func() // the Controller's: after a pending reason changes
 
 	mu      sync.Mutex // guards the fields below (svc and pool workers, Manager reads)
 	alloc   Allocator
@@ -192,6 +203,7 @@ func keyOf(obj any) string {
 }
 
 func (c *Controller) serviceChanged(obj any) {
+	c.changed()
 	c.kickDesired()
 	if k := keyOf(obj); k != "" {
 		c.mu.Lock()
@@ -215,6 +227,7 @@ func (c *Controller) nodeChanged(o, n any) {
 }
 
 func (c *Controller) poolsChanged() {
+	c.changed()
 	c.kickDesired()
 	c.mu.Lock()
 	t := c.term
@@ -382,6 +395,7 @@ func (c *Controller) lead(runCtx, lctx context.Context) {
 		reqs:    map[string]intentKey{},
 		pending: map[string]string{},
 		warned:  map[string]string{},
+		changed: c.changed,
 	}
 	defer t.svcQ.ShutDown()
 	defer t.poolQ.ShutDown()
@@ -403,11 +417,13 @@ func (c *Controller) lead(runCtx, lctx context.Context) {
 	c.mu.Lock()
 	c.term = t
 	c.mu.Unlock()
+	c.changed()
 	c.m.leader.Set(1)
 	defer func() {
 		c.mu.Lock()
 		c.term = nil
 		c.mu.Unlock()
+		c.changed()
 		c.m.leader.Set(0)
 		c.m.pending.Set(0)
 	}()

@@ -26,6 +26,10 @@ func (c *Controller) Manager() lb.Manager { return manager{c} }
 
 type manager struct{ c *Controller }
 
+// Version moves whenever Pools or Services may list something new (the
+// web UI skips its poll while it holds).
+func (m manager) Version() uint64 { return m.c.version.Load() }
+
 var _ lb.Manager = manager{}
 
 // ErrReadOnly is returned (inside a *lb.ConflictError) for Service writes.

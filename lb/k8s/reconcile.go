@@ -109,6 +109,7 @@ func (c *Controller) reconcileService(t *term, key string) error {
 		t.pending[key] = perr.Error()
 		c.m.pending.Set(float64(len(t.pending)))
 		t.mu.Unlock()
+		t.changed()
 		c.warn(t, svc, key, ReasonFailed, perr.Error())
 		return nil
 	}
@@ -188,6 +189,7 @@ func (c *Controller) reconcileService(t *term, key string) error {
 	added := diffAddrs(after, start)
 	pools := t.pools.Valid
 	t.mu.Unlock()
+	t.changed()
 
 	if released {
 		c.kickPending(t, key)
@@ -236,10 +238,11 @@ func (c *Controller) dropService(t *term, svc *corev1.Service, key string) error
 
 func (t *term) forget(key string) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	delete(t.pending, key)
 	delete(t.reqs, key)
 	delete(t.warned, key)
+	t.mu.Unlock()
+	t.changed()
 }
 
 func (t *term) clearWarn(key string) {

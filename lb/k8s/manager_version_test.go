@@ -1,0 +1,140 @@
+package k8s
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// TestManagerVersionFollowsLists reads the Manager as the web UI does: it
+// lists again only when Version moved since the last list (version read
+// before the lists). Every change the lists can show — a new Service, one
+// left pending with its reason, one deleted and the pending one served, a
+// new IPPool, one removed — must reach that reader; a change without a
+// version bump would leave it stale and the wait below would time out.
+func TestManagerVersionFollowsLists(t *testing.T) {
+	cs := fake.NewClientset()
+	cs.Resources = []*metav1.APIResourceList{{GroupVersion: "edgelb.io/v1alpha1", APIResources: []metav1.APIResource{{Name: "ippools", Kind: "IPPool"}}}}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{IPPoolGVR: "IPPoolList"}, poolObj("small", 0, "192.0.2.0/31"))
+	c, err := New(cs, dyn, Options{NodeName: "gw1", HandleClassless: true, LeaseDuration: time.Second, RetryPeriod: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = c.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitFor(t, 10*time.Second, "leader", c.IsLeader)
+
+	m := c.Manager()
+	vm, ok := m.(interface{ Version() uint64 })
+	if !ok {
+		t.Fatal("the Kubernetes Manager has no Version")
+	}
+	var (
+		mu     sync.Mutex
+		seen   string // the lists as the reader last listed them
+		lists  int
+		polls  int
+		haveV  bool
+		lastV  uint64
+		stopCh = make(chan struct{})
+	)
+	poll := func() {
+		v := vm.Version()
+		mu.Lock()
+		defer mu.Unlock()
+		polls++
+		if haveV && v == lastV {
+			return
+		}
+		ps, _ := m.Pools(ctx)
+		ss, _ := m.Services(ctx)
+		b, _ := json.Marshal(map[string]any{"pools": ps, "services": ss})
+		seen, lastV, haveV = string(b), v, true
+		lists++
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tk := time.NewTicker(5 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-stopCh:
+				return
+			case <-tk.C:
+				poll()
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stopCh); wg.Wait() })
+	shows := func(what string, all ...string) {
+		t.Helper()
+		waitFor(t, 10*time.Second, what, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, s := range all {
+				if !strings.Contains(seen, s) {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	lacks := func(what, s string) {
+		t.Helper()
+		waitFor(t, 10*time.Second, what, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return !strings.Contains(seen, s)
+		})
+	}
+
+	for _, n := range []string{"a", "b", "c"} {
+		if _, err := cs.CoreV1().Services("default").Create(ctx, lbService(n), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Two addresses, three Services: one waits, with the allocator's reason.
+	shows("three Services, two served, one pending with its reason", `"default/a"`, `"default/b"`, `"default/c"`,
+		`"192.0.2.0"`, `"192.0.2.1"`, "no address available")
+	if err := cs.CoreV1().Services("default").Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	lacks("the deleted Service gone", `"default/a"`)
+	lacks("the pending one served", "no address available")
+	if _, err := dyn.Resource(IPPoolGVR).Create(ctx, poolObj("more", time.Second, "198.51.100.0/30"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	shows("the new IPPool", `"more"`)
+	if err := dyn.Resource(IPPoolGVR).Delete(ctx, "more", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	lacks("the removed IPPool", `"more"`)
+
+	// Quiet: the reader stops listing while nothing changes.
+	time.Sleep(300 * time.Millisecond)
+	mu.Lock()
+	l0, p0 := lists, polls
+	mu.Unlock()
+	time.Sleep(300 * time.Millisecond)
+	mu.Lock()
+	l1, p1 := lists, polls
+	mu.Unlock()
+	if p1-p0 < 10 || l1 != l0 {
+		t.Fatalf("while nothing changed: %d polls listed %d times, want many polls and no list", p1-p0, l1-l0)
+	}
+	t.Logf("%d lists for %d polls", l1, p1)
+}
