@@ -98,8 +98,12 @@ type hub struct {
 	dirty     map[vipKey]struct{}
 	// state holds the last JSON of "pools", "services", "announce": a
 	// slice of the frame that carried it, so 10,000 services are kept
-	// once, not once here and once in the history.
-	state map[string][]byte
+	// once, not once here and once in the history. It is kept only while
+	// someone views the stream (stateLive; see wantState).
+	state     map[string][]byte
+	stateLive bool
+	// lastViewer is when the last stream client left (zero: none yet).
+	lastViewer time.Time
 	// managerVersion is the lb.Manager version state was read at
 	// (versioned managers only): polls skip re-reading while it holds.
 	managerVersion uint64
@@ -115,8 +119,19 @@ type hub struct {
 	lastResync time.Time
 	viewers    chan struct{}
 
+	// refreshMu makes refreshState one at a time (the poll loop and a
+	// stream that starts with no state), so an older read never
+	// overwrites a newer one.
+	refreshMu sync.Mutex
+
 	// counters for metrics and tests
 	resyncs uint64
+	lists   uint64 // Manager reads by refreshState
+}
+
+// emptyState is the state before the first read and after dropState.
+func emptyState() map[string][]byte {
+	return map[string][]byte{"pools": []byte("[]"), "services": []byte("[]"), "announce": []byte("[]")}
 }
 
 func newHub(cfg hubConfig) *hub {
@@ -125,7 +140,7 @@ func newHub(cfg hubConfig) *hub {
 	return &hub{cfg: cfg, boot: hex.EncodeToString(b[:]),
 		flows: map[uint64]*flowEntry{}, destroyed: map[uint64]uint64{}, agg: newAggregates(),
 		pending: map[uint64]*pendingFlow{}, dirty: map[vipKey]struct{}{},
-		state:   map[string][]byte{"pools": []byte("[]"), "services": []byte("[]"), "announce": []byte("[]")},
+		state:   emptyState(),
 		clients: map[*client]struct{}{}, viewers: make(chan struct{}, 1)}
 }
 
@@ -468,7 +483,46 @@ func (h *hub) unregister(c *client) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.clients, c)
+	if len(h.clients) == 0 {
+		h.lastViewer = h.cfg.now()
+	}
 	h.poke()
+}
+
+// wantState reports whether the pools/services/announce state is worth
+// keeping current: while a stream client is connected and for watchIdle
+// after the last one left (as the flow watch; negative: always). Between
+// viewers nobody reads it — the REST API asks the Manager itself — and
+// with 10,000 services it is megabytes of JSON and a listing every poll.
+func (h *hub) wantState() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cfg.watchIdle < 0 || len(h.clients) > 0 ||
+		(!h.lastViewer.IsZero() && h.cfg.now().Sub(h.lastViewer) < h.cfg.watchIdle)
+}
+
+// dropState forgets the state and the frame history once no viewer is
+// left (a client that comes back later starts with a fresh snapshot).
+func (h *hub) dropState() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.stateLive || len(h.clients) > 0 {
+		return
+	}
+	h.state, h.stateLive, h.haveVersion = emptyState(), false, false
+	clear(h.history)
+	h.history, h.histBytes = nil, 0
+}
+
+// ensureState reads the state now if it is not being kept current: a
+// stream that starts between viewers must not get an empty snapshot.
+func (h *hub) ensureState(ctx context.Context, m lb.Manager, reporters []announce.Reporter) {
+	h.mu.Lock()
+	live := h.stateLive
+	h.mu.Unlock()
+	if !live {
+		h.refreshState(ctx, m, reporters)
+	}
 }
 
 func (h *hub) clientCount() int {
@@ -642,6 +696,8 @@ type versioned interface{ Version() uint64 }
 
 // refreshState polls the Manager and the announcers and publishes changes.
 func (h *hub) refreshState(ctx context.Context, m lb.Manager, reporters []announce.Reporter) {
+	h.refreshMu.Lock()
+	defer h.refreshMu.Unlock()
 	var ver uint64
 	vm, isVersioned := m.(versioned)
 	if isVersioned {
@@ -653,6 +709,9 @@ func (h *hub) refreshState(ctx context.Context, m lb.Manager, reporters []announ
 		h.mu.Unlock()
 	}
 	if m != nil {
+		h.mu.Lock()
+		h.lists++
+		h.mu.Unlock()
 		ok := true
 		if ps, err := m.Pools(ctx); err != nil {
 			h.cfg.log.Warn("webui: list pools", "err", err)
@@ -677,6 +736,9 @@ func (h *hub) refreshState(ctx context.Context, m lb.Manager, reporters []announ
 	if data, err := marshal(announceStatuses(reporters)); err == nil {
 		h.publish("announce", data)
 	}
+	h.mu.Lock()
+	h.stateLive = true
+	h.mu.Unlock()
 }
 
 func poolStatuses(ps []lb.PoolStatus) []PoolStatus {

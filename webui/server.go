@@ -60,10 +60,10 @@ type Options struct {
 
 	// Live view tuning; zero values take the defaults in parentheses.
 	FlowResync time.Duration // authoritative flow snapshot period (10s)
-	// FlowWatchIdle is how long conntrack events are followed after the
-	// last live-view client left (30s); negative follows them always
-	// (exact totals, at a cost to every connection through the host:
-	// see hub.runFlows).
+	// FlowWatchIdle is how long conntrack events are followed, and the
+	// pools/services state kept current, after the last live-view client
+	// left (30s); negative does both always (exact flow totals, at a cost
+	// to every connection through the host: see hub.runFlows).
 	FlowWatchIdle    time.Duration
 	PollInterval     time.Duration // pools, services, announcers (2s)
 	BatchInterval    time.Duration // flow changes per delta event (250ms)
@@ -240,9 +240,12 @@ func (s *Server) Handler() http.Handler { return s.e }
 // only when serving Handler() elsewhere.
 func (s *Server) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	// Prime the state before anything is served from it, so the first
-	// snapshot a page gets is complete.
-	s.hub.refreshState(ctx, s.opts.Manager, s.opts.Reporters)
+	// Prime the flows before anything is served from them; the pools,
+	// services and announce state is read when a stream needs it
+	// (hub.wantState).
+	if s.hub.wantState() {
+		s.hub.refreshState(ctx, s.opts.Manager, s.opts.Reporters)
+	}
 	if s.opts.Flows != nil {
 		s.hub.resyncFlows(ctx, s.opts.Flows)
 		wg.Add(1)
@@ -262,7 +265,11 @@ loop:
 		case <-t.C:
 		case <-s.poke:
 		}
-		s.hub.refreshState(ctx, s.opts.Manager, s.opts.Reporters)
+		if s.hub.wantState() {
+			s.hub.refreshState(ctx, s.opts.Manager, s.opts.Reporters)
+		} else {
+			s.hub.dropState()
+		}
 	}
 	s.endStreams()
 	wg.Wait()

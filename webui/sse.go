@@ -40,6 +40,8 @@ func (s *Server) events(c echo.Context) error {
 	}
 	cl := s.hub.register(last)
 	defer s.hub.unregister(cl)
+	// Registered first, so the poll loop cannot drop what this reads.
+	s.hub.ensureState(r.Context(), s.opts.Manager, s.opts.Reporters)
 
 	write := func(chunks ...[]byte) error {
 		if err := rc.SetWriteDeadline(time.Now().Add(s.opts.StreamWrite)); err != nil && !errors.Is(err, http.ErrNotSupported) {

@@ -1,11 +1,14 @@
 package webui
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/edgelb/edgelb/lb"
 	"github.com/edgelb/edgelb/proxy"
 )
 
@@ -79,4 +82,60 @@ func restFlows(t *testing.T, url string) int {
 		t.Fatal(err)
 	}
 	return fl.Total
+}
+
+// The pools/services state follows viewers as the flow watch does: nobody
+// streaming, no listing and no JSON kept; a stream starts with the whole
+// state (read on the spot); after the last viewer leaves and FlowWatchIdle
+// passes, state and frame history are dropped and listing stops again.
+func TestStateOnlyWhileViewed(t *testing.T) {
+	m := newFakeManager()
+	m.seed(t)
+	s, ts := startServer(t, m, func(o *Options) { o.FlowWatchIdle = 100 * time.Millisecond })
+	lists := func() uint64 {
+		s.hub.mu.Lock()
+		defer s.hub.mu.Unlock()
+		return s.hub.lists
+	}
+	held := func() (int, int) {
+		s.hub.mu.Lock()
+		defer s.hub.mu.Unlock()
+		return len(s.hub.state["services"]), len(s.hub.history)
+	}
+	time.Sleep(300 * time.Millisecond) // six polls
+	if n := lists(); n != 0 {
+		t.Fatalf("%d Manager reads with no viewer, want 0", n)
+	}
+	if svc, hist := held(); svc > 2 || hist > 0 {
+		t.Fatalf("with no viewer the hub holds %d bytes of services and %d frames", svc, hist)
+	}
+
+	st := openStream(t, ts.URL, "")
+	snap := st.next(t, "snapshot")
+	if !strings.Contains(snap.data, `"web"`) || !strings.Contains(snap.data, `"192.0.2.0/24"`) {
+		t.Fatalf("first snapshot lacks the state: %s", snap.data)
+	}
+	// While viewed, changes arrive as they did.
+	if _, _, err := m.PutService(context.Background(), lb.ServiceSpec{Name: "api", Ports: []lb.PortSpec{{Port: 443, Protocol: proxy.TCP}}}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := st.next(t, "services"); !strings.Contains(ev.data, `"api"`) {
+		t.Fatalf("services event: %s", ev.data)
+	}
+	st.close()
+	waitUntil(t, "state and history dropped after the viewer left", func() bool {
+		svc, hist := held()
+		return svc <= 2 && hist == 0
+	})
+	n := lists()
+	time.Sleep(300 * time.Millisecond)
+	if got := lists(); got != n {
+		t.Fatalf("%d Manager reads after the viewer left, want 0", got-n)
+	}
+	// A viewer coming back gets everything again.
+	st = openStream(t, ts.URL, "")
+	if snap := st.next(t, "snapshot"); !strings.Contains(snap.data, `"api"`) {
+		t.Fatalf("snapshot after the idle drop lacks the state: %s", snap.data)
+	}
+	st.close()
 }
