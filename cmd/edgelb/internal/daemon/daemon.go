@@ -86,6 +86,11 @@ func Run(ctx context.Context, o Options) error {
 	if err := w.start(ctx); err != nil {
 		return err
 	}
+	// The writer holds the pools and services now (the engine copies them;
+	// the controller never reads them). cfg lives until shutdown for the
+	// settings a reload compares, and with 10,000 services the parsed
+	// copy alone is megabytes.
+	cfg.Pools, cfg.Services = nil, nil
 
 	dp, flows, closeFlows, err := newDataplane(cfg, log)
 	if err != nil {
