@@ -86,7 +86,8 @@ func pct(xs []time.Duration, p float64) time.Duration {
 
 func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
 
-// metric reads one unlabelled gauge from the daemon's /metrics.
+// metric reads one series from the daemon's /metrics: its name with the
+// labels as the exposition prints them (`name{k="v"}`), 0 if absent.
 func (e *env) metric(name string) float64 {
 	code, body := e.rest(http.MethodGet, "/metrics", "")
 	if code != http.StatusOK {

@@ -19,7 +19,9 @@ import (
 // TestNetnsTamperRestored: edgelb's kernel objects are deleted or changed
 // by hand with nft (an element of each map, a stray element added, a
 // rule, a base chain, each whole table); the daemon's resync puts every
-// one back within one resync interval (2 s here), and traffic flows again.
+// one back within one resync interval (2 s here): the first resync after
+// the tamper repairs it (the daemon's edgelb_dataplane_syncs_total counts
+// them), and traffic flows again.
 func TestNetnsTamperRestored(t *testing.T) {
 	const resync = 2 * time.Second
 	e := newEnv(t, "flt", 3)
@@ -48,8 +50,11 @@ func TestNetnsTamperRestored(t *testing.T) {
 		{"the whole ip table", "delete table ip edgelb"},
 		{"the whole ip6 table", "delete table ip6 edgelb"},
 	}
+	const resyncs = `edgelb_dataplane_syncs_total{kind="resync",result="ok"}`
 	var worst time.Duration
+	maxNth := 0
 	for _, c := range cases {
+		r0 := e.metric(resyncs)
 		cmd := e.lab.Gateway.Command(context.Background(), "nft", "-f", "-")
 		cmd.Stdin = strings.NewReader(c.nft + "\n")
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -71,18 +76,26 @@ func TestNetnsTamperRestored(t *testing.T) {
 			}
 			return len(probs) == 0
 		})
+		nth := int(e.metric(resyncs) - r0)
 		if !ok {
 			t.Fatalf("%s deleted by hand: not repaired after %s: %s", c.what, took.Round(time.Millisecond), summary(probs))
 		}
 		worst = max(worst, took)
 		e.trafficOK("after repairing "+c.what, svcs[0], svcs[1])
-		t.Logf("MEASURED tamper — %s (`%s`): repaired in %s (resync interval %s)", c.what, strings.ReplaceAll(c.nft, "\n", "; "), took.Round(time.Millisecond), resync)
-		if took > resync+3*time.Second {
-			// Generous: the tick may land just after the tamper, and this
-			// machine is shared; the log line above is the measurement.
-			t.Errorf("%s: repair took %s, more than one resync interval (%s) plus 3 s", c.what, took, resync)
+		t.Logf("MEASURED tamper — %s (`%s`): repaired by resync %d after it, read back whole %s after the tamper (resync interval %s)", c.what, strings.ReplaceAll(c.nft, "\n", "; "), nth, took.Round(time.Millisecond), resync)
+		// The first resync repairs; the second only if the tamper landed
+		// while one was running (after its read).
+		if nth < 1 || nth > 2 {
+			t.Errorf("%s: repaired by resync %d after the tamper, want the first (or the second, if one was running)", c.what, nth)
 		}
+		maxNth = max(maxNth, nth)
 	}
 	e.alive()
-	t.Logf("MEASURED tamper repair: %d kinds, worst %s with resyncInterval %s; load %s", len(cases), worst.Round(time.Millisecond), resync, netns.Loadavg())
+	which := "1"
+	if maxNth > 1 {
+		which = "1–2"
+	}
+	rs := e.metric(`edgelb_dataplane_sync_duration_seconds_sum{kind="resync"}`) / e.metric(`edgelb_dataplane_sync_duration_seconds_count{kind="resync"}`)
+	t.Logf("MEASURED tamper repair: %d kinds, each repaired by resync %s after it; worst %s from the tamper to the kernel read back whole, with resyncInterval %s (a resync's own read-and-repair: mean %.1f ms; this test polls every 20 ms); load %s",
+		len(cases), which, worst.Round(time.Millisecond), resync, rs*1000, netns.Loadavg())
 }

@@ -102,7 +102,8 @@ func Run(ctx context.Context, o Options) error {
 		dp.Close()
 		return err
 	}
-	fx := &effects{dp: dp, ann: anns, log: log.With("component", "effects"), resync: cfg.Dataplane.ResyncInterval, alive: notify.Alive}
+	fx := &effects{dp: dp, ann: anns, log: log.With("component", "effects"), resync: cfg.Dataplane.ResyncInterval, alive: notify.Alive,
+		m: newEffectsMetrics(reg)}
 
 	checker := health.New(health.Options{
 		MaxInFlight: cfg.Health.MaxInFlight,

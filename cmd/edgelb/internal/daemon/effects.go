@@ -28,6 +28,7 @@ type effects struct {
 	log    *slog.Logger
 	resync time.Duration
 	alive  func(time.Time) // watchdog ping: proves this loop is not wedged
+	m      *effectsMetrics // nil: none
 
 	mu        sync.Mutex
 	applied   bool // the last Desired is fully in the kernel
@@ -67,7 +68,10 @@ func (e *effects) run(ctx context.Context, in <-chan Desired, onFirst func()) {
 		case <-retry.C:
 		case <-resync.C:
 			if cur != nil && !dirty {
-				if err := e.dp.Resync(ctx); err != nil {
+				t0 := time.Now()
+				err := e.dp.Resync(ctx)
+				e.m.observe("resync", t0, err)
+				if err != nil {
 					e.log.Warn("dataplane resync failed", "err", err)
 					dirty = true
 				}
@@ -131,6 +135,7 @@ func (e *effects) apply(ctx context.Context, d Desired) error {
 		}
 	}
 	err := errors.Join(dpErr, annErr)
+	e.m.observe("apply", start, err)
 	e.mu.Lock()
 	e.applied = err == nil
 	e.lastErr = err

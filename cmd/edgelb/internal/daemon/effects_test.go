@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/edgelb/edgelb/announce"
 	"github.com/edgelb/edgelb/proxy"
 )
@@ -72,8 +75,9 @@ func eventually(t *testing.T, what string, cond func() bool) {
 func TestEffectsWithdrawWhileDataplaneFails(t *testing.T) {
 	dp := &flakyDP{fail: true}
 	ann := &recAnn{}
+	reg := prometheus.NewRegistry()
 	e := &effects{dp: dp, ann: []announce.Announcer{ann}, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		resync: time.Hour, alive: func(time.Time) {}}
+		resync: 20 * time.Millisecond, alive: func(time.Time) {}, m: newEffectsMetrics(reg)}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	in := make(chan Desired, 1)
@@ -94,5 +98,25 @@ func TestEffectsWithdrawWhileDataplaneFails(t *testing.T) {
 	eventually(t, "the VIP announced after the retry", func() bool { v, _ := ann.last(); return len(v) == 1 && v[0].Addr == vip.Addr })
 	if ok, err, _ := e.status(); !ok || err != nil {
 		t.Fatalf("status ok=%v err=%v", ok, err)
+	}
+	// The metrics say the same: failed applies, then one that converged,
+	// then resyncs (which run only while converged).
+	eventually(t, "a resync counted", func() bool {
+		return testutil.ToFloat64(e.m.syncs.WithLabelValues("resync", "ok")) >= 1
+	})
+	if n := testutil.ToFloat64(e.m.syncs.WithLabelValues("apply", "error")); n < 1 {
+		t.Errorf("failed applies counted %v, want ≥ 1", n)
+	}
+	if n := testutil.ToFloat64(e.m.syncs.WithLabelValues("apply", "ok")); n != 1 {
+		t.Errorf("applies counted ok %v, want 1", n)
+	}
+	if c := testutil.ToFloat64(e.m.converged); c != 1 {
+		t.Errorf("converged %v, want 1", c)
+	}
+	if ts := testutil.ToFloat64(e.m.last.WithLabelValues("apply")); ts < float64(time.Now().Add(-time.Minute).Unix()) {
+		t.Errorf("last apply timestamp %v", ts)
+	}
+	if n, err := testutil.GatherAndCount(reg, "edgelb_dataplane_sync_duration_seconds"); err != nil || n != 2 {
+		t.Errorf("duration series %d (%v), want 2 (apply, resync)", n, err)
 	}
 }
