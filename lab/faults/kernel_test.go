@@ -321,13 +321,19 @@ func (k *kernel) diff(want []svcDef, nodes []netip.Addr) []string {
 		if got := k.dispatch[id]; got != pick {
 			add("%s: dispatch %q, want %q", s.Name, got, pick)
 		}
-		post := "post-m" // masquerade (nat, the default)
+		// No affinity here: postrouting goes by the id's class (bits
+		// 22-23: 0x80 masquerade for nat, the default; 0xc0 for
+		// nat-nosnat), without a post map entry or a post-* chain.
+		class := uint32(0x00800000)
 		if s.Method == "nat-nosnat" {
-			post = "post-n"
+			class = 0x00c00000
 		}
-		chains[post] = true
-		if got := k.post[id]; got != "goto "+post {
-			add("%s: post %q, want %q", s.Name, got, "goto "+post)
+		// (nft prints the mark as the bytes lie in memory, host order.)
+		if hid := bits.ReverseBytes32(id); hid&0xffc00000 != 0xed000000|class {
+			add("%s: id %#x, want class %#x", s.Name, hid, class)
+		}
+		if got, ok := k.post[id]; ok {
+			add("%s: post entry %q, want none", s.Name, got)
 		}
 		got := map[string]int{}
 		for b, target := range k.be[id] {

@@ -24,22 +24,28 @@ import (
 //	np        l4proto . dport         → id          (daddr in nodeaddrs)
 //	dispatch  id                      → goto pick-<kind><N>[-a] | goto nobackend
 //	be        id . bucket             → backend addr . port
-//	post      id                      → goto post-<m|n>[-a<ms>]
+//	post      id                      → goto post-<m|n>-a<ms>   (affinity only)
 //	aff       id . saddr              → backend addr . port (timeout, written by post-*-a*)
 //
 //	prerouting, output (nat, dstnat): jump services
 //	services:    ct mark set <frontend> map @vip|@np  ct mark vmap @dispatch
 //	pick-r3:     dnat to ct mark . numgen random mod 3 map @be
 //	pick-s3-a:   dnat to ct mark . saddr map @aff;  dnat to ct mark . jhash saddr mod 3 map @be
-//	postrouting (nat, srcnat): ct mark 0xed000000/8  ct mark vmap @post
+//	postrouting (nat, srcnat), by the id's class (bits 22-23):
+//	             ct mark & 0xffc00000 == 0xed800000  ct mark set CTMark  masquerade
+//	             ct mark & 0xffc00000 == 0xedc00000  ct mark set CTMark
+//	             ct mark & 0xffc00000 == 0xed000000  ct mark vmap @post
 //	post-m-a300000: update @aff { ct mark . saddr timeout 5m : daddr . th dport }  ct mark set CTMark  masquerade
 //
 // The service id rides in the connection's ct mark from the services chain
 // to postrouting (tagged 0xed in its top byte so it is never mistaken for a
-// mark someone else set), where post-* replaces it with proxy.CTMark. That
-// is also how nft itself would write it: every rule here reads back with
-// `nft list ruleset`. (Registers cannot carry the id across chains: kernels
-// since 6.12 refuse rules reading registers they did not write.)
+// mark someone else set), where it is replaced with proxy.CTMark. Its class
+// says what postrouting does, so a service without affinity costs no lookup
+// there (measured in lab/faults: a postrouting map lookup per new
+// connection was ~2 % of the first packet). That is also how nft itself
+// would write it: every rule here reads back with `nft list ruleset`.
+// (Registers cannot carry the id across chains: kernels since 6.12 refuse
+// rules reading registers they did not write.)
 
 // AffinitySize bounds the remembered client→backend entries per address
 // family (the kernel's default for such a map is 65,535). When it is full,
@@ -232,13 +238,18 @@ func (f fam) rulesOf(chain string) []rule {
 				l4proto(reg1), dport(r32(1)), lookupData(setNP)), setAndDispatch)},
 		}
 	case chainPostrouting:
-		return []rule{{"post", one(
-			loadMark(),
-			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: encU32(idTagMask), Xor: encU32(0)},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: encU32(idTag)},
-			loadMark(),
-			vmap(setPost),
-		)}}
+		// By the id's class (model.go): masquerade, leave, or look the id
+		// up in @post (affinity). No lookup for a service without affinity.
+		class := func(c uint32) []expr.Any {
+			return one(loadMark(),
+				&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: encU32(idTagMask | idClassMask), Xor: encU32(0)},
+				&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: encU32(idTag | c)})
+		}
+		return []rule{
+			{"masq", cat(class(idClassMasq), markDone(), one(&expr.Masq{}))},
+			{"plain", cat(class(idClassPlain), markDone())},
+			{"post", cat(class(idClassSticky), one(loadMark(), vmap(setPost)))},
+		}
 	case noBackendChain:
 		// A service without an eligible backend refuses at once rather than
 		// letting the packet be routed on to wherever the VIP leads.
@@ -295,12 +306,18 @@ func (f fam) postRules(p post) []rule {
 		rs = append(rs, rule{"remember", one(loadMark(), f.loadSaddr(r32(1)), f.loadDaddr(data), dport(r32((data-1)*4+f.addrLen/4)),
 			&expr.Dynset{SrcRegKey: reg1, SrcRegData: data, SetName: setAff, Operation: unix.NFT_DYNSET_OP_UPDATE, Timeout: p.aff})})
 	}
-	es := one(&expr.Immediate{Register: reg1, Data: encU32(proxy.CTMark)},
-		&expr.Ct{Key: expr.CtKeyMARK, Register: reg1, SourceRegister: true})
+	es := markDone()
 	if p.masq {
 		es = append(es, &expr.Masq{})
 	}
 	return append(rs, rule{"mark", es})
+}
+
+// markDone replaces the service id in the ct mark with proxy.CTMark, the
+// mark edgelb's flows keep (the flow view and dumps filter on it).
+func markDone() []expr.Any {
+	return one(&expr.Immediate{Register: reg1, Data: encU32(proxy.CTMark)},
+		&expr.Ct{Key: expr.CtKeyMARK, Register: reg1, SourceRegister: true})
 }
 
 // repairRules returns a fix when edgelb's rules in a chain differ from want

@@ -23,11 +23,44 @@ const MaxBuckets = 128
 // Service ids are tagged in their top byte: an id travels in the ct mark
 // from the services chain to postrouting, and the tag tells it apart from a
 // mark someone else set (and from proxy.CTMark, 0x0e in its top byte).
+// The next two bits are the id's class, what postrouting does with the
+// connection, so that it needs no lookup for the common cases: masquerade
+// (nat) or not (nat-nosnat), or — with ClientIP affinity — look the id up
+// in the post map (its chain remembers the client's backend). A service
+// whose class changes gets a new id. The low 22 bits number the services.
+//
+// Affinity is class 0 because ids written before classes existed are all
+// 0 and all have post map entries: after an upgrade they keep working
+// through @post until the first sync has given them their class (and a
+// sticky service keeps its id, so its clients keep their backends).
 const (
 	idTag     uint32 = 0xed000000
 	idTagMask uint32 = 0xff000000
-	idMax     uint32 = idTag | ^idTagMask
+
+	idClassMask   uint32 = 0x00c00000
+	idClassSticky uint32 = 0x00000000 // affinity: postrouting looks the id up in @post
+	idClassMasq   uint32 = 0x00800000 // masquerade, no affinity
+	idClassPlain  uint32 = 0x00c00000 // no masquerade, no affinity
+
+	idNumMask uint32 = 0x003fffff
+	idNumMax         = idNumMask
 )
+
+// idClass is the class of a service that renders to p.
+func (p post) idClass() uint32 {
+	switch {
+	case p.aff > 0:
+		return idClassSticky
+	case p.masq:
+		return idClassMasq
+	}
+	return idClassPlain
+}
+
+// viaMap reports whether connections of the service pass the post map (and
+// a post-* chain) in postrouting; the other classes are handled by fixed
+// rules there.
+func (p post) viaMap() bool { return p.aff > 0 }
 
 // pickKind is how a bucket is chosen.
 type pickKind byte
@@ -123,7 +156,7 @@ type svcState struct {
 	in   proxy.Service // as given (backends copied), for the cheap "unchanged?" test
 	key  proxy.Key
 	v6   bool
-	id   uint32 // tagged (idTag | n)
+	id   uint32 // idTag | post.idClass() | n
 	pick pick
 	post post
 	// be holds bucket i's backend (addr . port) at i*stride: one block

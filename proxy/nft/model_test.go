@@ -250,15 +250,17 @@ func TestPlanValidatesWholeConfig(t *testing.T) {
 	if !errors.Is(err, proxy.ErrUnsupported) {
 		t.Error("joined error should still match proxy.ErrUnsupported")
 	}
-	if d.nextID != idTag+1 {
+	if d.nextID != 1 {
 		t.Errorf("a refused Config consumed ids: next %#x", d.nextID)
 	}
 	ch, err := d.plan(proxy.Config{Services: []proxy.Service{good, np}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// One shared chain: pick-r1 (without affinity no post-* chain: the
+	// ids' class decides in postrouting).
 	created, deleted := d.commit(ch)
-	if len(ch.upserts) != 2 || len(created) != 2 || len(deleted) != 0 {
+	if len(ch.upserts) != 2 || len(created) != 1 || len(deleted) != 0 {
 		t.Errorf("upserts %d created %v deleted %v", len(ch.upserts), created, deleted)
 	}
 	// Same again: nothing to do. Then drop one: one removal, its chains stay
@@ -273,7 +275,7 @@ func TestPlanValidatesWholeConfig(t *testing.T) {
 	}
 	ch, _ = d.plan(proxy.Config{})
 	_, deleted = d.commit(ch)
-	if len(deleted) != 2 {
+	if len(deleted) != 1 {
 		t.Errorf("emptying deletes chains %v", deleted)
 	}
 }
@@ -340,5 +342,54 @@ func TestCheckRefusesWhatNftablesCannotDo(t *testing.T) {
 	s.Method = proxy.DirectRouting
 	if err := Check(s); !errors.Is(err, proxy.ErrUnsupported) {
 		t.Errorf("dr: err %v, want ErrUnsupported", err)
+	}
+}
+
+// A service's id carries its class (what postrouting does without a
+// lookup); the id is kept while the class is, and replaced when it changes;
+// only services with affinity have a post map element and a post-* chain.
+func TestIDClass(t *testing.T) {
+	d := newModel()
+	plan := func(s proxy.Service) *svcState {
+		t.Helper()
+		ch, err := d.plan(proxy.Config{Services: []proxy.Service{s}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.commit(ch)
+		return d.svcs[s.Key()]
+	}
+	posts := func(st *svcState) (n int) {
+		for _, e := range st.elems() {
+			if e.set == setPost {
+				n++
+			}
+		}
+		return n
+	}
+	s := svc4(be("198.51.100.2:80", 1), be("198.51.100.3:80", 1))
+	nat := plan(s)
+	if nat.id&(idTagMask|idClassMask) != idTag|idClassMasq || posts(nat) != 0 {
+		t.Fatalf("nat: id %#x, %d post elements; want class %#x and none", nat.id, posts(nat), idClassMasq)
+	}
+	s.Backends = append(s.Backends, be("198.51.100.4:80", 1))
+	if again := plan(s); again.id != nat.id {
+		t.Errorf("a backend added changed the id %#x → %#x", nat.id, again.id)
+	}
+	s.Method = proxy.NATNoSNAT
+	plain := plan(s)
+	if plain.id&(idTagMask|idClassMask) != idTag|idClassPlain || plain.id == nat.id || posts(plain) != 0 {
+		t.Fatalf("nat-nosnat: id %#x (was %#x), %d post elements", plain.id, nat.id, posts(plain))
+	}
+	s.Affinity = 3 * time.Hour
+	sticky := plan(s)
+	if sticky.id&(idTagMask|idClassMask) != idTag|idClassSticky || posts(sticky) != 1 {
+		t.Fatalf("affinity: id %#x, %d post elements; want class %#x and one", sticky.id, posts(sticky), idClassSticky)
+	}
+	if cs := sticky.chains(); len(cs) != 2 || cs[0].name != "post-n-a10800000" {
+		t.Errorf("affinity chains %v", cs)
+	}
+	if cs := plain.chains(); len(cs) != 1 || cs[0].name != "pick-r3" {
+		t.Errorf("nat-nosnat chains %v", cs)
 	}
 }

@@ -65,7 +65,7 @@ type Dataplane struct {
 	fronts map[frontend]proxy.Key
 	nodes  map[netip.Addr]bool
 	chains map[famChain]int // pick-* and post-* chains → services using them
-	nextID uint32
+	nextID uint32           // the number (low bits) of the next id allocID hands out
 	// hints maps a frontend element found in the kernel at the first sync to
 	// its service id, so a restarted daemon keeps ids (and affinity entries)
 	// instead of rewriting every element.
@@ -192,7 +192,7 @@ func (d *Dataplane) reset() {
 	d.hints, d.hintBE, d.order = nil, nil, nil
 	d.synced, d.dirty = false, false
 	if d.nextID == 0 {
-		d.nextID = idTag + 1
+		d.nextID = 1
 	}
 }
 
@@ -374,10 +374,12 @@ func (d *Dataplane) plan(cfg proxy.Config) (*changes, error) {
 		order[i] = st
 		switch {
 		case old != nil:
-			st.id = old.id
+			if old.id&idClassMask == st.post.idClass() {
+				st.id = old.id
+			} // else a new id below: the class is in it
 			st.keepPositions(old)
 		default:
-			if id, ok := d.hint(st); ok && !usedHints[id] {
+			if id, ok := d.hint(st); ok && !usedHints[id] && id&idClassMask == st.post.idClass() {
 				st.id = id
 				usedHints[id] = true
 				// A restarted daemon keeps the buckets as they are.
@@ -413,7 +415,7 @@ func (d *Dataplane) plan(cfg proxy.Config) (*changes, error) {
 	// Ids last, so a refused Config consumes none.
 	for _, st := range ch.upserts {
 		if st.id == 0 {
-			id, err := d.allocID(ch)
+			id, err := d.allocID(ch, st.post.idClass())
 			if err != nil {
 				return nil, err
 			}
@@ -424,12 +426,13 @@ func (d *Dataplane) plan(cfg proxy.Config) (*changes, error) {
 	return ch, nil
 }
 
-// allocID hands out ids in increasing order, so a deleted service's id
-// (and any affinity entry still carrying it) is not reused soon; after the
-// 2^24th it wraps and takes the next id nobody holds.
-func (d *Dataplane) allocID(ch *changes) (uint32, error) {
-	if d.nextID <= idMax {
-		id := d.nextID
+// allocID hands out ids of a class in increasing order of their number
+// (one counter for all classes), so a deleted service's id (and any
+// affinity entry still carrying it) is not reused soon; after the 2^22nd
+// it wraps and takes the next id nobody holds.
+func (d *Dataplane) allocID(ch *changes, class uint32) (uint32, error) {
+	if d.nextID <= idNumMax {
+		id := idTag | class | d.nextID
 		d.nextID++
 		return id, nil
 	}
@@ -440,12 +443,12 @@ func (d *Dataplane) allocID(ch *changes) (uint32, error) {
 	for _, st := range ch.upserts {
 		used[st.id] = true
 	}
-	for id := idTag + 1; id <= idMax; id++ {
-		if !used[id] {
+	for n := uint32(1); n <= idNumMax; n++ {
+		if id := idTag | class | n; !used[id] {
 			return id, nil
 		}
 	}
-	return 0, errors.New("nft: no free service id (16M services?)")
+	return 0, errors.New("nft: no free service id (4M services?)")
 }
 
 func mapsEqual(a, b map[netip.Addr]bool) bool {
@@ -552,7 +555,10 @@ type famChain struct {
 
 // chains are the shared chains a service's elements point to.
 func (st *svcState) chains() []famChain {
-	cs := []famChain{{st.v6, st.post.chain()}}
+	var cs []famChain
+	if st.post.viaMap() {
+		cs = append(cs, famChain{st.v6, st.post.chain()})
+	}
 	if st.pick.n > 0 {
 		cs = append(cs, famChain{st.v6, st.pick.chain()})
 	}

@@ -63,8 +63,10 @@ func (st *svcState) elems() []elem {
 	if st.key.NodePort != 0 {
 		out = append(out, elem{v6: st.v6, set: setNP, key: encNodePortKey(st.key.Protocol, st.key.NodePort), val: val})
 	}
-	out = append(out, elem{v6: st.v6, set: setDispatch, key: encU32(st.id), chain: st.pick.chain()},
-		elem{v6: st.v6, set: setPost, key: encU32(st.id), chain: st.post.chain()})
+	out = append(out, elem{v6: st.v6, set: setDispatch, key: encU32(st.id), chain: st.pick.chain()})
+	if st.post.viaMap() {
+		out = append(out, elem{v6: st.v6, set: setPost, key: encU32(st.id), chain: st.post.chain()})
+	}
 	for i := 0; i < n; i++ {
 		out = append(out, elem{v6: st.v6, set: setBE, key: encBucketKey(st.id, i), val: st.bucket(i)})
 	}
@@ -131,7 +133,11 @@ func (d *Dataplane) incremental(ctx context.Context, ch *changes, created, delet
 		var oldElems []elem
 		if old := ch.olds[i]; old != nil {
 			oldElems = old.elems()
-			if old.pick.sticky && lostBackends(old, st) {
+			switch {
+			case old.pick.sticky && old.id != st.id:
+				// A new id (its class changed): the old id's clients go.
+				purge = append(purge, &svcState{id: old.id})
+			case old.pick.sticky && lostBackends(old, st):
 				purge = append(purge, st)
 			}
 		}
@@ -353,7 +359,7 @@ func decodeVerdict(b []byte) string {
 func (d *Dataplane) adopt(s *snapshot) {
 	d.hints = map[string]uint32{}
 	d.hintBE = map[uint32]map[uint32]string{}
-	maxID := uint32(0)
+	maxNum := uint32(0) // the highest id number in the kernel
 	for _, f := range fams {
 		ts := s.of(f.v6)
 		for _, set := range []string{setVIP, setNP} {
@@ -361,7 +367,7 @@ func (d *Dataplane) adopt(s *snapshot) {
 				if len(v) == 4 {
 					id := decU32([]byte(v))
 					d.hints[elem{v6: f.v6, set: set, key: []byte(k)}.id()] = id
-					maxID = max(maxID, id)
+					maxNum = max(maxNum, idNum(id))
 				}
 			}
 		}
@@ -371,7 +377,7 @@ func (d *Dataplane) adopt(s *snapshot) {
 					continue
 				}
 				id := decU32([]byte(k[:4]))
-				maxID = max(maxID, id)
+				maxNum = max(maxNum, idNum(id))
 				if set == setBE && len(k) == 8 {
 					m := d.hintBE[id]
 					if m == nil {
@@ -383,9 +389,17 @@ func (d *Dataplane) adopt(s *snapshot) {
 			}
 		}
 	}
-	if maxID >= d.nextID {
-		d.nextID = maxID + 1
+	if maxNum >= d.nextID {
+		d.nextID = maxNum + 1
 	}
+}
+
+// idNum is the number of an id of ours (0 for a value someone else wrote).
+func idNum(id uint32) uint32 {
+	if id&idTagMask != idTag {
+		return 0
+	}
+	return id & idNumMask
 }
 
 // kernelLayout is the bucket layout the kernel holds for id (as a service
@@ -423,7 +437,13 @@ func (d *Dataplane) hint(st *svcState) (uint32, bool) {
 }
 
 // fullSync converges the kernel (as read in s) to the model: structure
-// first, then element differences, then chains no longer used.
+// first, then element differences, then chains no longer used. Elements are
+// made before they are broken: what is missing is added first (backends
+// before frontends), an element whose value changes is replaced within one
+// batch, and only then is what edgelb no longer wants deleted (frontends
+// first). So a service whose id changes (an upgrade that gives ids a
+// class, a restart that could not keep an id) serves throughout: its
+// frontend points at the old id's elements until the new id's exist.
 func (d *Dataplane) fullSync(ctx context.Context, s *snapshot) error {
 	var pre, post []op
 	for _, f := range fams {
@@ -435,6 +455,7 @@ func (d *Dataplane) fullSync(ctx context.Context, s *snapshot) error {
 	// Element differences. The kernel's maps are consumed as they match,
 	// so what is left over is what edgelb no longer wants.
 	var dels, adds []elem
+	replace := map[string]bool{} // elem.id() of elements whose value changes
 	add := func(e elem) {
 		have := s.of(e.v6).elems[e.set]
 		if v, ok := have[string(e.key)]; ok {
@@ -442,7 +463,7 @@ func (d *Dataplane) fullSync(ctx context.Context, s *snapshot) error {
 			if v == e.value() {
 				return
 			}
-			dels = append(dels, e)
+			replace[e.id()] = true
 		}
 		adds = append(adds, e)
 	}
@@ -464,11 +485,15 @@ func (d *Dataplane) fullSync(ctx context.Context, s *snapshot) error {
 	sortElems(dels, false)
 	sortElems(adds, true)
 	units := make([]unit, 0, len(dels)+len(adds))
+	for _, e := range adds {
+		u := unit{add: []elem{e}}
+		if replace[e.id()] {
+			u.del = []elem{e}
+		}
+		units = append(units, u)
+	}
 	for _, e := range dels {
 		units = append(units, unit{del: []elem{e}})
-	}
-	for _, e := range adds {
-		units = append(units, unit{add: []elem{e}})
 	}
 	bs := pack(units, d.budget, d.maxMsgs)
 	bs[0].pre = pre
