@@ -22,20 +22,8 @@ import (
 // TestControllerFake drives the whole controller against client-go's fakes:
 // allocation, pending with a Warning, assignment when an address frees.
 func TestControllerFake(t *testing.T) {
-	cs := fake.NewClientset()
-	cs.Resources = []*metav1.APIResourceList{{GroupVersion: "edgelb.io/v1alpha1", APIResources: []metav1.APIResource{{Name: "ippools", Kind: "IPPool"}}}}
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{IPPoolGVR: "IPPoolList"}, poolObj("small", 0, "192.0.2.0/30"))
 	reg := prometheus.NewRegistry()
-	c, err := New(cs, dyn, Options{NodeName: "gw1", HandleClassless: true, LeaseDuration: time.Second, RetryPeriod: 100 * time.Millisecond, Registerer: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = c.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	waitFor(t, 10*time.Second, "leader", c.IsLeader)
+	c, cs, _, ctx := leadingFake(t, reg, poolObj("small", 0, "192.0.2.0/30"))
 
 	for i := 0; i < 5; i++ {
 		if _, err := cs.CoreV1().Services("default").Create(ctx, lbService(fmt.Sprintf("s%d", i)), metav1.CreateOptions{}); err != nil {
@@ -120,6 +108,27 @@ func TestControllerFake(t *testing.T) {
 			t.Errorf("metric %s not registered", n)
 		}
 	}
+}
+
+// leadingFake runs a Controller against client-go's fakes (the IPPool
+// resource known, pools as given) until the test ends, and waits until it
+// leads.
+func leadingFake(t *testing.T, reg prometheus.Registerer, pools ...runtime.Object) (*Controller, *fake.Clientset, *dynamicfake.FakeDynamicClient, context.Context) {
+	t.Helper()
+	cs := fake.NewClientset()
+	cs.Resources = []*metav1.APIResourceList{{GroupVersion: "edgelb.io/v1alpha1", APIResources: []metav1.APIResource{{Name: "ippools", Kind: "IPPool"}}}}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{IPPoolGVR: "IPPoolList"}, pools...)
+	c, err := New(cs, dyn, Options{NodeName: "gw1", HandleClassless: true, LeaseDuration: time.Second, RetryPeriod: 100 * time.Millisecond, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = c.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitFor(t, 10*time.Second, "leader", c.IsLeader)
+	return c, cs, dyn, ctx
 }
 
 func waitFor(t testing.TB, limit time.Duration, what string, ok func() bool) {

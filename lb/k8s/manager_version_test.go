@@ -1,7 +1,6 @@
 package k8s
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"sync"
@@ -9,10 +8,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
-	"k8s.io/client-go/kubernetes/fake"
 )
 
 // TestManagerVersionFollowsLists reads the Manager as the web UI does: it
@@ -22,19 +17,7 @@ import (
 // new IPPool, one removed — must reach that reader; a change without a
 // version bump would leave it stale and the wait below would time out.
 func TestManagerVersionFollowsLists(t *testing.T) {
-	cs := fake.NewClientset()
-	cs.Resources = []*metav1.APIResourceList{{GroupVersion: "edgelb.io/v1alpha1", APIResources: []metav1.APIResource{{Name: "ippools", Kind: "IPPool"}}}}
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{IPPoolGVR: "IPPoolList"}, poolObj("small", 0, "192.0.2.0/31"))
-	c, err := New(cs, dyn, Options{NodeName: "gw1", HandleClassless: true, LeaseDuration: time.Second, RetryPeriod: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = c.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	waitFor(t, 10*time.Second, "leader", c.IsLeader)
+	c, cs, dyn, ctx := leadingFake(t, nil, poolObj("small", 0, "192.0.2.0/31"))
 
 	m := c.Manager()
 	vm, ok := m.(interface{ Version() uint64 })
