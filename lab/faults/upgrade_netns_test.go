@@ -43,18 +43,8 @@ func TestNetnsUpgradeUnderLoad(t *testing.T) {
 	}
 	e.trafficOK("old daemon", web, keep)
 
-	// The VIP's neighbour entry is pinned: between the old daemon's death
-	// and the new one's convergence nobody answers ARP for it (a restart
-	// is not an upgrade; lab/failover covers ownership). The last bulk
-	// service, routed via the gateway, needs no ARP: its elements are in
-	// the new daemon's last batch, the longest in the old layout.
-	mac, err := e.lab.Gateway.MAC(e.lab.FrontIf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := e.lab.Client.Exec(context.Background(), "ip", "neigh", "replace", web.VIP.String(), "lladdr", mac.String(), "dev", "eth0", "nud", "permanent"); err != nil {
-		t.Fatalf("ip neigh: %v: %s", err, out)
-	}
+	// Load on the lab's VIP and on the last bulk service, whose elements
+	// come in the new daemon's last batch: the longest in the old layout.
 	last := svcs[len(svcs)-1]
 	before := map[string]map[string]int{}
 	for _, b := range e.lab.Backends {
