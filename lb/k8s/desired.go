@@ -160,7 +160,7 @@ func (d *desiredInput) add(svc *corev1.Service, slices []*discoveryv1.EndpointSl
 		backends := d.backends(svc, sp, slices, local)
 		base := proxy.Service{
 			Port: uint16(sp.Port), Protocol: proto, Scheduler: d.opts.Scheduler,
-			Affinity: affinity, Method: d.opts.Method,
+			Affinity: affinity, Method: d.opts.methodFor(svc),
 		}
 		name := svc.Namespace + "/" + svc.Name
 		if sp.Name != "" {

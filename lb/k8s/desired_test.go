@@ -112,6 +112,14 @@ func TestDesiredEndpoints(t *testing.T) {
 	if l2 := byKey["192.0.2.12:80/TCP"]; len(l2.Backends) != 1 || l2.Backends[0].Addr.Addr() != netip.MustParseAddr("10.0.2.2") {
 		t.Fatalf("Local backends %+v", l2.Backends)
 	}
+	// Local keeps the client's address (kube-proxy's eTP Local); Cluster
+	// masquerades (the configured nat).
+	if m := byKey["192.0.2.12:80/TCP"].Method; m != proxy.NATNoSNAT {
+		t.Errorf("Local service method %q, want %q", m, proxy.NATNoSNAT)
+	}
+	if m := w4.Method; m != proxy.NAT {
+		t.Errorf("Cluster service method %q, want %q", m, proxy.NAT)
+	}
 	if n := byKey["nodeport:30001/TCP"]; len(n.Backends) != 1 {
 		t.Fatalf("nodeport %+v", n)
 	}

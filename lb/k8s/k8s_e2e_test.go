@@ -161,6 +161,8 @@ func TestK8sEndToEnd(t *testing.T) {
 	waitUntil(t, 5*time.Second, "Local VIP announced", func() bool { a, l := announced(); return a && l })
 	lurl := fmt.Sprintf("http://%s/", netip.AddrPortFrom(lvip, 80))
 	lHits := map[string]int{}
+	client4 := demo.ClientAddr.Addr().String()
+	seen0 := lab.Backends[1].Peers()[client4]
 	for i := 0; i < 10; i++ {
 		name, err := lab.Get(e.ctx, client, lurl)
 		if err != nil {
@@ -177,6 +179,12 @@ func TestK8sEndToEnd(t *testing.T) {
 		fmtHits(lHits), gone.Round(time.Millisecond))
 	if lHits["backend-2"] != 10 {
 		t.Fatalf("Local hits %v", lHits)
+	}
+	// eTP Local keeps the client's address, as kube-proxy does.
+	if n := lab.Backends[1].Peers()[client4] - seen0; n != 10 {
+		t.Errorf("backend-2 saw the client's own address %d times of 10 (Local must not masquerade); sources %v", n, lab.Backends[1].Peers())
+	} else {
+		t.Logf("MEASURED externalTrafficPolicy Local keeps the client address: backend-2 saw %s 10 times of 10", client4)
 	}
 
 	// A NodePort Service: served on the gateway's own address.

@@ -221,7 +221,7 @@ func (m manager) Service(ctx context.Context, name string) (lb.ServiceStatus, er
 
 func (m manager) serviceStatus(s *corev1.Service) lb.ServiceStatus {
 	st := lb.ServiceStatus{Spec: lb.ServiceSpec{Name: s.Namespace + "/" + s.Name,
-		Scheduler: m.c.opts.Scheduler, Method: m.c.opts.Method}}
+		Scheduler: m.c.opts.Scheduler, Method: m.c.opts.methodFor(s)}}
 	in, err := parseIntent(s)
 	if err == nil {
 		st.Spec.Pool, st.Spec.SharingKey, st.Spec.Families = in.Req.Pool, in.Req.SharingKey, in.Families

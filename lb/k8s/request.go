@@ -163,6 +163,18 @@ func ingressIPs(svc *corev1.Service) []netip.Addr {
 }
 
 // ours reports whether this controller serves the Service's VIPs.
+// methodFor is the forwarding method of svc: the configured one, except
+// that externalTrafficPolicy Local keeps the client's address (as
+// kube-proxy does) when backends are endpoints: only endpoints on this
+// node are used, so their replies come back through it to be un-NATed.
+func (o *Options) methodFor(svc *corev1.Service) proxy.Method {
+	if svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal &&
+		o.BackendMode == BackendEndpoints && o.Method == proxy.NAT {
+		return proxy.NATNoSNAT
+	}
+	return o.Method
+}
+
 func (o *Options) ours(svc *corev1.Service) bool {
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
 		return false
