@@ -708,11 +708,11 @@ func (h *hub) refreshState(ctx context.Context, m lb.Manager, reporters []announ
 		}
 		h.mu.Unlock()
 	}
+	ok := true
 	if m != nil {
 		h.mu.Lock()
 		h.lists++
 		h.mu.Unlock()
-		ok := true
 		if ps, err := m.Pools(ctx); err != nil {
 			h.cfg.log.Warn("webui: list pools", "err", err)
 			ok = false
@@ -736,8 +736,10 @@ func (h *hub) refreshState(ctx context.Context, m lb.Manager, reporters []announ
 	if data, err := marshal(announceStatuses(reporters)); err == nil {
 		h.publish("announce", data)
 	}
+	// Live only once read whole: a failed read is tried again next poll,
+	// and a stream starting meanwhile reads it itself (ensureState).
 	h.mu.Lock()
-	h.stateLive = true
+	h.stateLive = h.stateLive || ok
 	h.mu.Unlock()
 }
 
