@@ -265,19 +265,27 @@ func TestBGPFRRGracefulRestart(t *testing.T) {
 	t.Logf("2 s after edgelb exited with Close(false): stale=%v\n%s", paths[0].Stale, f.mustExec("show bgp ipv4 unicast 203.0.113.10/32"))
 
 	// The next edgelb: FRR replaces the stale route. Poll every 2 ms to see
-	// whether FRR ever had no best route for the VIP in between.
+	// whether FRR ever dropped the VIP's route in between. (This bgpd runs
+	// without zebra, so no routing table resolves next hops: while the new
+	// session replaces the old one, the kept stale path was seen with its
+	// next hop "accessible": false, valid false, for one 2 ms poll in about
+	// one run of six. Counted apart: the route was kept, which is what
+	// graceful restart is about.)
 	start := time.Now()
 	again := startSpeaker(t, l.gws[0], speakerConfig(0, "", true))
 	again.set(labVIP4)
-	polls, missing := 0, 0
+	polls, missing, unresolved := 0, 0, 0
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		paths, err := f.prefix("203.0.113.10/32")
 		if err != nil {
 			t.Fatal(err)
 		}
 		polls++
-		if !present(paths) {
+		switch {
+		case len(paths) == 0:
 			missing++
+		case !present(paths):
+			unresolved++
 		}
 		if len(paths) == 1 && !paths[0].Stale && present(paths) {
 			break
@@ -287,8 +295,8 @@ func TestBGPFRRGracefulRestart(t *testing.T) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	t.Logf("restarted edgelb → route fresh again after %v; FRR had no best route in %d of %d polls (2 ms apart) meanwhile",
-		time.Since(start).Round(time.Millisecond), missing, polls)
+	t.Logf("restarted edgelb → route fresh again after %v; FRR had no path for the VIP in %d of %d polls (2 ms apart) meanwhile, its kept path's next hop unresolved in %d",
+		time.Since(start).Round(time.Millisecond), missing, polls, unresolved)
 	if missing > 0 {
 		t.Errorf("the VIP's route went missing during the restart")
 	}
