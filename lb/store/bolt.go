@@ -19,15 +19,27 @@ var (
 	keySchema         = []byte("schema")
 )
 
-// schema is the layout version of the file (buckets and keys); records
-// carry their own version.
-const schema = "1"
+// schema is the layout version of the file (buckets, keys, record
+// framing); records carry their own version. "1": records without
+// checksums; "2": every record framed with its checksum (integrity.go). A
+// file at "1" is migrated when opened.
+const (
+	schema       = "2"
+	legacySchema = "1"
+)
 
 // Bolt is the Store on an embedded bbolt file.
 type Bolt struct {
 	path string
 	mu   sync.Mutex // guards db against Close racing a Commit
 	db   *bolt.DB
+	// Migrated is how many records OpenBolt framed with a checksum (a file
+	// written before checksums); the daemon logs it.
+	Migrated int
+	// Legacy: opened read-only at schema 1 (records without checksums, not
+	// migrated: a read-only open writes nothing). Load reads its unframed
+	// records as they are, as the migration will; `edgelb check` says so.
+	Legacy bool
 }
 
 // BoltOptions tune OpenBolt.
@@ -45,33 +57,125 @@ func OpenBolt(path string, o BoltOptions) (*Bolt, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: o.LockTimeout})
-	if err != nil {
-		if errors.Is(err, bolt.ErrTimeout) {
-			return nil, fmt.Errorf("open store %s: locked by another process (another edgelb running?): %w", path, err)
-		}
-		return nil, fmt.Errorf("open store %s: %w", path, err)
-	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketMeta, bucketPools, bucketServices, bucketAssignments} {
-			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-				return err
-			}
-		}
-		m := tx.Bucket(bucketMeta)
-		switch v := m.Get(keySchema); {
-		case v == nil:
-			return m.Put(keySchema, []byte(schema))
-		case string(v) != schema:
-			return fmt.Errorf("schema version %q, this edgelb reads %q", v, schema)
-		}
-		return nil
+	var db *bolt.DB
+	err := guard(path, func() error {
+		var err error
+		db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: o.LockTimeout})
+		return err
 	})
 	if err != nil {
-		db.Close()
+		return nil, openError(path, err)
+	}
+	migrated := 0
+	err = guard(path, func() error {
+		return db.Update(func(tx *bolt.Tx) error {
+			for _, b := range [][]byte{bucketMeta, bucketPools, bucketServices, bucketAssignments} {
+				if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+					return err
+				}
+			}
+			m := tx.Bucket(bucketMeta)
+			switch v := m.Get(keySchema); {
+			case v == nil:
+				return m.Put(keySchema, []byte(schema))
+			case string(v) == legacySchema:
+				var err error
+				if migrated, err = migrateLegacy(tx); err != nil {
+					return err
+				}
+				return m.Put(keySchema, []byte(schema))
+			case string(v) != schema:
+				return &DamageError{Path: path, Detail: fmt.Sprintf("schema version %q, this edgelb reads %q", v, schema), Kind: ErrVersion}
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		guard(path, db.Close)
+		return nil, openError(path, err)
+	}
+	return &Bolt{path: path, db: db, Migrated: migrated}, nil
+}
+
+// OpenBoltReadOnly opens an existing state file for reading only (`edgelb
+// check`): nothing is created, migrated or written, and the daemon's lock is
+// waited for at most lockTimeout.
+func OpenBoltReadOnly(path string, lockTimeout time.Duration) (*Bolt, error) {
+	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	return &Bolt{path: path, db: db}, nil
+	var db *bolt.DB
+	legacy := false
+	err := guard(path, func() error {
+		var err error
+		db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout, ReadOnly: true})
+		return err
+	})
+	if err != nil {
+		return nil, openError(path, err)
+	}
+	err = guard(path, func() error {
+		return db.View(func(tx *bolt.Tx) error {
+			m := tx.Bucket(bucketMeta)
+			if m == nil {
+				return &DamageError{Path: path, Detail: "no meta bucket", Kind: ErrDamaged}
+			}
+			if v := m.Get(keySchema); string(v) != schema {
+				if string(v) == legacySchema {
+					legacy = true
+					return nil
+				}
+				return &DamageError{Path: path, Detail: fmt.Sprintf("schema version %q, this edgelb reads %q", v, schema), Kind: ErrVersion}
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		guard(path, db.Close)
+		return nil, openError(path, err)
+	}
+	return &Bolt{path: path, db: db, Legacy: legacy}, nil
+}
+
+// openError classifies what bbolt said about a file it could not open.
+func openError(path string, err error) error {
+	var de *DamageError
+	switch {
+	case errors.As(err, &de):
+		return err
+	case errors.Is(err, bolt.ErrTimeout):
+		return fmt.Errorf("open store %s: locked by another process (another edgelb running?): %w", path, err)
+	case errors.Is(err, bolt.ErrInvalid), errors.Is(err, bolt.ErrChecksum), errors.Is(err, bolt.ErrVersionMismatch),
+		errors.Is(err, bolt.ErrInvalidMapping):
+		return &DamageError{Path: path, Detail: err.Error(), Kind: ErrDamaged}
+	}
+	return fmt.Errorf("open store %s: %w", path, err)
+}
+
+// migrateLegacy frames every record written before checksums (schema 1),
+// in the transaction that marks the file schema 2. Their content is taken
+// as it is: nothing could check it before either.
+func migrateLegacy(tx *bolt.Tx) (int, error) {
+	n := 0
+	for _, name := range [][]byte{bucketPools, bucketServices, bucketAssignments} {
+		b := tx.Bucket(name)
+		var keys, vals [][]byte
+		if err := b.ForEach(func(k, v []byte) error {
+			if len(v) > 0 && v[0] == '{' {
+				keys, vals = append(keys, append([]byte(nil), k...)), append(vals, append([]byte(nil), v...))
+			}
+			return nil
+		}); err != nil {
+			return 0, err
+		}
+		for i, k := range keys {
+			if err := b.Put(k, frame(string(k), vals[i])); err != nil {
+				return 0, err
+			}
+			n++
+		}
+	}
+	return n, nil
 }
 
 // Path is the file the store lives in.
@@ -85,11 +189,34 @@ func (b *Bolt) Load() (State, error) {
 		return State{}, ErrClosed
 	}
 	st := NewState()
-	err := b.db.View(func(tx *bolt.Tx) error {
+	err := guard(b.path, func() error {
+		return b.db.View(func(tx *bolt.Tx) error {
+			return b.load(tx, st)
+		})
+	})
+	if err != nil {
+		var de *DamageError
+		if errors.As(err, &de) {
+			return State{}, err
+		}
+		return State{}, fmt.Errorf("load store %s: %w", b.path, err)
+	}
+	return st, nil
+}
+
+func (b *Bolt) load(tx *bolt.Tx, st State) error {
+	{
 		each := func(bucket []byte, fn func(k string, v []byte) error) error {
 			return tx.Bucket(bucket).ForEach(func(k, v []byte) error {
-				if err := fn(string(k), v); err != nil {
-					return fmt.Errorf("corrupt record %s/%q: %w", bucket, k, err)
+				body, err := unframe(string(k), v)
+				if b.Legacy && len(v) > 0 && v[0] == '{' {
+					body, err = v, nil // schema 1, read-only: as migrateLegacy will take it
+				}
+				if err == nil {
+					err = fn(string(k), body)
+				}
+				if err != nil {
+					return &DamageError{Path: b.path, Where: fmt.Sprintf("%s/%q", bucket, k), Detail: err.Error(), Kind: ErrDamaged}
 				}
 				return nil
 			})
@@ -113,11 +240,7 @@ func (b *Bolt) Load() (State, error) {
 			st.Assignments[k] = ips
 			return err
 		})
-	})
-	if err != nil {
-		return State{}, fmt.Errorf("load store %s: %w", b.path, err)
 	}
-	return st, nil
 }
 
 // Commit applies c in one bbolt transaction: all of it or nothing.
@@ -130,57 +253,59 @@ func (b *Bolt) Commit(c Change) error {
 	if b.db == nil {
 		return ErrClosed
 	}
-	err := b.db.Update(func(tx *bolt.Tx) error {
-		pools, svcs, asg := tx.Bucket(bucketPools), tx.Bucket(bucketServices), tx.Bucket(bucketAssignments)
-		for _, n := range c.DeletePools {
-			if err := pools.Delete([]byte(n)); err != nil {
-				return err
+	err := guard(b.path, func() error {
+		return b.db.Update(func(tx *bolt.Tx) error {
+			pools, svcs, asg := tx.Bucket(bucketPools), tx.Bucket(bucketServices), tx.Bucket(bucketAssignments)
+			for _, n := range c.DeletePools {
+				if err := pools.Delete([]byte(n)); err != nil {
+					return err
+				}
 			}
-		}
-		for _, n := range c.DeleteServices {
-			if err := svcs.Delete([]byte(n)); err != nil {
-				return err
+			for _, n := range c.DeleteServices {
+				if err := svcs.Delete([]byte(n)); err != nil {
+					return err
+				}
 			}
-		}
-		for _, n := range c.DeleteAssignments {
-			if err := asg.Delete([]byte(n)); err != nil {
-				return err
-			}
-		}
-		for _, p := range c.PutPools {
-			v, err := encodePool(p)
-			if err == nil {
-				err = pools.Put([]byte(p.Name), v)
-			}
-			if err != nil {
-				return fmt.Errorf("pool %q: %w", p.Name, err)
-			}
-		}
-		for _, s := range c.PutServices {
-			v, err := encodeService(s)
-			if err == nil {
-				err = svcs.Put([]byte(s.Spec.Name), v)
-			}
-			if err != nil {
-				return fmt.Errorf("service %q: %w", s.Spec.Name, err)
-			}
-		}
-		for n, ips := range c.PutAssignments {
-			if len(ips) == 0 {
+			for _, n := range c.DeleteAssignments {
 				if err := asg.Delete([]byte(n)); err != nil {
 					return err
 				}
-				continue
 			}
-			v, err := encodeAssignment(ips)
-			if err == nil {
-				err = asg.Put([]byte(n), v)
+			for _, p := range c.PutPools {
+				v, err := encodePool(p)
+				if err == nil {
+					err = pools.Put([]byte(p.Name), frame(p.Name, v))
+				}
+				if err != nil {
+					return fmt.Errorf("pool %q: %w", p.Name, err)
+				}
 			}
-			if err != nil {
-				return fmt.Errorf("assignment %q: %w", n, err)
+			for _, s := range c.PutServices {
+				v, err := encodeService(s)
+				if err == nil {
+					err = svcs.Put([]byte(s.Spec.Name), frame(s.Spec.Name, v))
+				}
+				if err != nil {
+					return fmt.Errorf("service %q: %w", s.Spec.Name, err)
+				}
 			}
-		}
-		return nil
+			for n, ips := range c.PutAssignments {
+				if len(ips) == 0 {
+					if err := asg.Delete([]byte(n)); err != nil {
+						return err
+					}
+					continue
+				}
+				v, err := encodeAssignment(ips)
+				if err == nil {
+					err = asg.Put([]byte(n), frame(n, v))
+				}
+				if err != nil {
+					return fmt.Errorf("assignment %q: %w", n, err)
+				}
+			}
+			return nil
+		})
 	})
 	if err != nil {
 		return fmt.Errorf("commit to store %s: %w", b.path, err)

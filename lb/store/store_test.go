@@ -1,9 +1,11 @@
 package store
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -158,7 +160,8 @@ func TestCorruptRecordNamesTheKey(t *testing.T) {
 		{"pools", "p", `{"v":1,"origin":"config","name":"p","ranges":["192.0.2.1/24"]}`, `pools/"p"`},
 		{"pools", "p", `{"v":1,"origin":"nobody","name":"p","ranges":[]}`, `unknown origin`},
 		{"assignments", "web", `{"v":1,"ips":["192.0.2.300"]}`, `assignments/"web"`},
-		{"assignments", "web", `garbage`, `assignments/"web": not a JSON record`},
+		{"assignments", "web", `garbage`, `assignments/"web"): not an edgelb record`},
+		{"assignments", "web", `{"v":1,"ips":["192.0.2.9"]}`, `assignments/"web"): record without a checksum`},
 	} {
 		path := filepath.Join(t.TempDir(), "state.db")
 		b, err := OpenBolt(path, BoltOptions{})
@@ -171,7 +174,11 @@ func TestCorruptRecordNamesTheKey(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := db.Update(func(tx *bolt.Tx) error {
-			return tx.Bucket([]byte(tc.bucket)).Put([]byte(tc.key), []byte(tc.value))
+			v := []byte(tc.value)
+			if tc.value[0] == '{' && !strings.Contains(tc.want, "without a checksum") {
+				v = frame(tc.key, v) // what edgelb would have written, checksum and all
+			}
+			return tx.Bucket([]byte(tc.bucket)).Put([]byte(tc.key), v)
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -226,5 +233,73 @@ func TestMemFailCommits(t *testing.T) {
 	m.FailCommits(nil)
 	if st, _ := m.Load(); len(st.Services) != 0 || m.Commits() != 0 {
 		t.Fatal("failed commit changed the store")
+	}
+}
+
+// TestLegacyStoreMigrated: a file written before records had checksums
+// (schema 1, bare JSON records) opens, its records are framed in one
+// transaction, and it loads the same; afterwards it is schema 2.
+func TestLegacyStoreMigrated(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := map[string]map[string]string{
+		"meta":        {"schema": "1"},
+		"pools":       {"p": `{"v":1,"origin":"config","name":"p","ranges":["192.0.2.0/24"],"autoAssign":true,"avoidBuggyIPs":false,"advertisement":{}}`},
+		"services":    {"web": `{"v":1,"origin":"api","spec":{"name":"web"}}`},
+		"assignments": {"web": `{"v":1,"ips":["192.0.2.7"]}`},
+	}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		for b, kv := range recs {
+			bk, err := tx.CreateBucket([]byte(b))
+			if err != nil {
+				return err
+			}
+			for k, v := range kv {
+				if err := bk.Put([]byte(k), []byte(v)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	// edgelb check first: read-only, it reads the records as they are and
+	// migrates nothing.
+	before, _ := os.ReadFile(path)
+	ro, err := OpenBoltReadOnly(path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rst, err := ro.Load()
+	ro.Close()
+	if after, _ := os.ReadFile(path); err != nil || !ro.Legacy || len(rst.Pools) != 1 || len(rst.Assignments) != 1 || !bytes.Equal(before, after) {
+		t.Fatalf("read-only open of schema 1: legacy %v, %+v, %v; file unchanged %v", ro.Legacy, rst, err, bytes.Equal(before, after))
+	}
+	b, err := OpenBolt(path, BoltOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := b.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("migrated %d records; loaded %d pools, %d services, assignments %v", b.Migrated, len(st.Pools), len(st.Services), st.Assignments)
+	if b.Migrated != 3 || len(st.Pools) != 1 || st.Services["web"].Origin != OriginAPI ||
+		!reflect.DeepEqual(st.Assignments["web"], []netip.Addr{netip.MustParseAddr("192.0.2.7")}) {
+		t.Fatalf("after migration: %+v", st)
+	}
+	b.Close()
+	b, err = OpenBolt(path, BoltOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if b.Migrated != 0 {
+		t.Fatalf("migrated again: %d", b.Migrated)
 	}
 }
