@@ -110,6 +110,11 @@ func (a *Allocator) setPools(pools []Pool, strict bool) ([]Orphan, error) {
 
 	next := &Allocator{pools: byName, names: names, ranges: ranges}
 	// Check every assignment against the new pools before touching anything.
+	// An address stays taken in whatever new range covers it — also when it
+	// left the pool it was assigned from (an overlapping pool replacing a
+	// deleted one): it is held until its service releases it, and a range
+	// that did not count it would hand it to a second service (issue 13:
+	// one IP written to four Services, pool usage 0).
 	var lost []Orphan
 	home := make(map[netip.Addr]*rangeState, len(a.ips))
 	for ip, u := range a.ips {
@@ -119,7 +124,6 @@ func (a *Allocator) setPools(pools []Pool, strict bool) ([]Orphan, error) {
 		}
 		if u.pool != "" && (rs == nil || rs.pool.Name != u.pool) {
 			lost = append(lost, Orphan{Service: u.owners[0].svc, IP: ip, Pool: u.pool})
-			continue
 		}
 		if rs != nil {
 			home[ip] = rs
@@ -132,15 +136,18 @@ func (a *Allocator) setPools(pools []Pool, strict bool) ([]Orphan, error) {
 			Reason: fmt.Sprintf("address %s of pool %q is assigned to service %q (%d assigned address(es) would leave their pool)",
 				o.IP, o.Pool, o.Service, len(lost))}
 	}
-	// Commit: rebuild the used sets of the new ranges.
+	// Commit: rebuild the used sets of the new ranges. An orphan inside a
+	// new range now counts in that range's pool (PoolOf finds it there);
+	// one outside every range keeps pool "" and stays held, reserved, until
+	// released.
+	for _, o := range lost {
+		a.ips[o.IP].pool = ""
+	}
 	for ip, rs := range home {
 		rs.used.add(ip)
 		rs.taken++
 		rs.pool.used++
 		a.ips[ip].pool = rs.pool.Name
-	}
-	for _, o := range lost {
-		a.ips[o.IP].pool = ""
 	}
 	a.pools, a.names, a.ranges = next.pools, next.names, next.ranges
 	// Report every owner of each orphaned address.
@@ -365,6 +372,13 @@ func (a *Allocator) Allocate(svc string, fam Family, req Request) (netip.Addr, e
 				continue
 			}
 			if ip, ok := rs.pick(); ok {
+				if u := a.ips[ip]; u != nil {
+					// setPools keeps every held address taken, so this cannot
+					// be; were it ever, handing it out would give one address
+					// to two services: refuse instead.
+					return netip.Addr{}, &ConflictError{Field: "ip", Value: ip.String(),
+						Reason: fmt.Sprintf("allocator: pool %q offered %s, which service %q holds (an internal inconsistency; nothing assigned)", p.Name, ip, u.owners[0].svc)}
+				}
 				a.commit(svc, ip, rs, req)
 				return ip, nil
 			}

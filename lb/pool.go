@@ -200,8 +200,15 @@ func (p *Pool) Validate() error {
 			}
 		}
 	}
-	if a := p.Advertisement.AggregationLen; a < 0 || a > 128 {
-		return &FieldError{Field: "advertisement.aggregationLength", Value: fmt.Sprint(a), Err: fmt.Errorf("must be 0..128")}
+	for i, r := range p.Ranges {
+		if err := CheckRange(r); err != nil {
+			return &FieldError{Field: fmt.Sprintf("addresses[%d]", i), Value: r.String(), Err: err}
+		}
+	}
+	if a := p.Advertisement.AggregationLen; a != 0 {
+		if err := ValidateAggregation(a, p.Ranges); err != nil {
+			return &FieldError{Field: "advertisement.aggregationLength", Value: fmt.Sprint(a), Err: err}
+		}
 	}
 	return nil
 }

@@ -153,6 +153,9 @@ type ServiceStatus struct {
 	VIPs []netip.Addr `json:"assigned"`
 	// Pending explains why a service has no VIP yet ("" when assigned).
 	Pending string `json:"pending,omitempty"`
+	// Failed is why the dataplane refused this service at its last apply
+	// ("" when programmed): the other services are programmed regardless.
+	Failed string `json:"failed,omitempty"`
 }
 
 // Manager is the one writer's API: the REST API, config reload and the

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,6 +16,12 @@ import (
 const (
 	MaxAffinityTimeout = 24 * time.Hour
 	MaxWeight          = 65535
+	// MaxAggregationLen bounds a pool's BGP aggregation length (IPv6; an
+	// IPv4 pool is bounded by 32, see ValidateAggregation).
+	MaxAggregationLen = 128
+	// Min/MaxExpectStatus bound an HTTP health check's expected status.
+	MinExpectStatus = 100
+	MaxExpectStatus = 599
 )
 
 // PortRange is an inclusive range of ports (the node-port range).
@@ -43,6 +51,11 @@ type ValidateOptions struct {
 	// → the service using it), for callers validating many services at
 	// once; an entry naming the service itself is ignored.
 	NodePorts map[PortProto]string
+	// VIPs, when non-nil, maps every VIP in use to the service holding it
+	// (filled by the writer, the one place that knows them all): a backend
+	// may not be a VIP, another service's or its own (the packet would loop
+	// through us).
+	VIPs map[netip.Addr]string
 }
 
 // NormalizeService fills the defaults a spec may leave out: scheduler wrr,
@@ -63,6 +76,47 @@ func NormalizeService(s *ServiceSpec) {
 	}
 	for i := range s.Backends {
 		s.Backends[i].Addr = s.Backends[i].Addr.Unmap()
+	}
+	if s.Health != nil {
+		NormalizeHealth(s.Health)
+	}
+}
+
+// Health-check defaults, the same for REST and the config file.
+const (
+	DefaultCheckInterval = 5 * time.Second
+	DefaultCheckTimeout  = 2 * time.Second // or the interval, if shorter
+	DefaultRise          = 2
+	DefaultFall          = 3
+	DefaultExpectStatus  = 200
+)
+
+// NormalizeHealth fills what a health check may leave out (type tcp,
+// interval 5s, timeout 2s or the interval if shorter, rise 2, fall 3; for
+// http(s) path / and expectStatus 200). It changes nothing that is set.
+func NormalizeHealth(h *HealthCheck) {
+	if h.Type == "" {
+		h.Type = "tcp"
+	}
+	if h.Interval == 0 {
+		h.Interval = DefaultCheckInterval
+	}
+	if h.Timeout == 0 {
+		h.Timeout = min(DefaultCheckTimeout, h.Interval)
+	}
+	if h.Rise == 0 {
+		h.Rise = DefaultRise
+	}
+	if h.Fall == 0 {
+		h.Fall = DefaultFall
+	}
+	if h.Type == "http" || h.Type == "https" {
+		if h.Path == "" {
+			h.Path = "/"
+		}
+		if h.Expect == 0 {
+			h.Expect = DefaultExpectStatus
+		}
 	}
 }
 
@@ -145,8 +199,14 @@ func ValidateService(s *ServiceSpec, o ValidateOptions) error {
 	for b, be := range s.Backends {
 		f := fmt.Sprintf("backends[%d]", b)
 		a := be.Addr
-		if !a.IsValid() || a.IsUnspecified() || a.IsMulticast() || a.Zone() != "" {
-			return fe(f+".address", a.String(), "not a usable backend address")
+		if err := CheckAddr(a, UseBackend); err != nil {
+			return &FieldError{Field: f + ".address", Value: a.String(), Err: err}
+		}
+		if slices.Contains(s.VIPs, a) {
+			return fe(f+".address", a.String(), "the VIP of service %q: a backend may not be a VIP (the packet would come back here)", s.Name)
+		}
+		if owner, ok := o.VIPs[a]; ok {
+			return fe(f+".address", a.String(), "the VIP of service %q: a backend may not be a VIP (the packet would come back here)", owner)
 		}
 		if !fams[FamilyOf(a)] {
 			return fe(f+".address", a.String(), "an %s backend, but the service has no %s VIP", FamilyOf(a), FamilyOf(a))
@@ -206,8 +266,8 @@ func validateAddrs(s *ServiceSpec, o ValidateOptions) error {
 	seen := map[Family]bool{}
 	for k, v := range s.VIPs {
 		f := fmt.Sprintf("vips[%d]", k)
-		if !v.IsValid() || v.IsUnspecified() || v.IsMulticast() || v.IsLoopback() || v.Zone() != "" {
-			return &FieldError{Field: f, Value: v.String(), Err: errors.New("not a usable VIP")}
+		if err := CheckAddr(v, UseVIP); err != nil {
+			return &FieldError{Field: f, Value: v.String(), Err: err}
 		}
 		if seen[FamilyOf(v)] {
 			return &FieldError{Field: f, Value: v.String(), Err: fmt.Errorf("two %s VIPs: a service has at most one VIP per family", FamilyOf(v))}
@@ -294,8 +354,11 @@ func validateHealth(h *HealthCheck) error {
 		if h.Path != "" && !strings.HasPrefix(h.Path, "/") {
 			return fe("path", h.Path, "must start with /")
 		}
-		if h.Expect != 0 && (h.Expect < 100 || h.Expect > 599) {
-			return fe("expectStatus", fmt.Sprint(h.Expect), "out of range 100-599")
+		if h.Expect != 0 && (h.Expect < MinExpectStatus || h.Expect > MaxExpectStatus) {
+			return fe("expectStatus", fmt.Sprint(h.Expect), "out of range %d-%d", MinExpectStatus, MaxExpectStatus)
+		}
+		if err := ValidateHealthHost(h.Host); err != nil {
+			return &FieldError{Field: "healthCheck.host", Value: h.Host, Err: err}
 		}
 	default:
 		return fe("type", h.Type, "want tcp, http or https")
@@ -311,6 +374,24 @@ func validateHealth(h *HealthCheck) error {
 		return fe("rise", fmt.Sprint(h.Rise), "must be at least 1")
 	case h.Fall < 1:
 		return fe("fall", fmt.Sprint(h.Fall), "must be at least 1")
+	}
+	return nil
+}
+
+// ErrBadHost is wrapped by ValidateHealthHost's refusals.
+var ErrBadHost = errors.New("want a host name (the Host header), like www.example.com or www.example.com:8080")
+
+// ValidateHealthHost checks a health check's Host header ("" = none): a
+// host or host:port, nothing a URL would read as path, user or query.
+func ValidateHealthHost(h string) error {
+	if h == "" {
+		return nil
+	}
+	if strings.ContainsAny(h, "/ \t\r\n@?#\\") {
+		return ErrBadHost
+	}
+	if u, err := url.Parse("http://" + h + "/"); err != nil || u.Host != h || u.Hostname() == "" {
+		return ErrBadHost
 	}
 	return nil
 }

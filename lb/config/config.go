@@ -22,6 +22,9 @@ import (
 
 // Config is a parsed, validated config file.
 type Config struct {
+	// File is the path Load read ("" for Parse): the engine names it when
+	// it refuses a REST write to a pool or service from the file (409).
+	File string
 	// Pools and Services are in file order (pools[i] is Pools[i]).
 	Pools      []lb.Pool
 	Services   []lb.ServiceSpec
@@ -285,13 +288,13 @@ const (
 	DefaultHoldTime          = 90 * time.Second
 	DefaultAffinityTimeout   = 3 * time.Hour
 	MaxAffinityTimeout       = 24 * time.Hour
-	DefaultCheckInterval     = 5 * time.Second
-	DefaultCheckTimeout      = 2 * time.Second
-	DefaultRise              = 2
-	DefaultFall              = 3
+	DefaultCheckInterval     = lb.DefaultCheckInterval
+	DefaultCheckTimeout      = lb.DefaultCheckTimeout
+	DefaultRise              = lb.DefaultRise
+	DefaultFall              = lb.DefaultFall
 	DefaultHealthInFlight    = 64
 	DefaultWeight            = 1
-	MaxWeight                = 65535
+	MaxWeight                = lb.MaxWeight
 )
 
 // NodePortInput is what hostcheck.CheckNodePorts needs to know about this

@@ -16,8 +16,11 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// MaxSize bounds a config file (and any file it points at).
-const MaxSize = 4 << 20
+// MaxSize bounds a config file (and any file it points at): 32 MiB holds
+// 50,000 services × 10 backends written out plainly, one per line (~22 MB,
+// TestParseFiftyThousandPlain), while a mistaken path to a huge file still
+// fails at once instead of exhausting memory (parsing costs ~10× the file).
+const MaxSize = 32 << 20
 
 // env is what parsing needs from the outside world: where relative paths
 // start and how files are read (tests and the fuzzer use a fake).
@@ -38,6 +41,9 @@ func Load(path string) (*Config, error) {
 	var errs *Errors
 	if errors.As(err, &errs) {
 		errs.Source = path
+	}
+	if cfg != nil {
+		cfg.File = path
 	}
 	return cfg, err
 }
@@ -69,7 +75,7 @@ func readRegular(path string) ([]byte, error) {
 		return nil, err
 	}
 	if len(b) > MaxSize {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, MaxSize)
+		return nil, fmt.Errorf("%s: larger than %d MiB, the limit for a config file (lb/config MaxSize)", path, MaxSize>>20)
 	}
 	return b, nil
 }
@@ -77,7 +83,7 @@ func readRegular(path string) ([]byte, error) {
 func parse(data []byte, e env) (*Config, error) {
 	var c collector
 	if len(data) > MaxSize {
-		c.add("yaml", "", "config larger than %d bytes", MaxSize)
+		c.add("yaml", "", "config larger than %d MiB (lb/config MaxSize)", MaxSize>>20)
 		return nil, c.err("")
 	}
 	j, err := yaml.YAMLToJSONStrict(data)

@@ -72,6 +72,10 @@ func (c *Config) validatePools(col *collector) {
 				col.add(index(path+".addresses", j), r.String(), "not a valid range")
 				continue
 			}
+			if err := lb.CheckRange(r); err != nil {
+				col.addErr(index(path+".addresses", j), r.String(), err)
+				continue
+			}
 			all = append(all, rangeRef{r: r, pool: i, idx: j})
 		}
 		validateAdvertisement(col, path+".advertisement", p)
@@ -130,36 +134,10 @@ func validateAdvertisement(col *collector, path string, p *lb.Pool) {
 			col.add(index(path+".largeCommunities", i), s, "want GLOBAL:LOCAL1:LOCAL2 (three 32-bit numbers, like 65000:1:2)")
 		}
 	}
-	n := a.AggregationLen
-	if n == 0 {
-		return
+	// The same rule as REST and IPPool objects: lb.ValidateAggregation.
+	if err := lb.ValidateAggregation(a.AggregationLen, p.Ranges); err != nil {
+		col.addErr(path+".aggregationLength", fmt.Sprint(a.AggregationLen), err)
 	}
-	max := 128
-	for _, r := range p.Ranges {
-		if r.Is4() {
-			max = 32
-		}
-	}
-	if n < 0 || n > max {
-		col.add(path+".aggregationLength", fmt.Sprint(n), "out of range 0-%d (0 announces one host route per VIP)", max)
-		return
-	}
-	// An aggregate must cover only pool addresses: each range has to start
-	// and end on a boundary of the aggregation length.
-	for _, r := range p.Ranges {
-		agg := netip.PrefixFrom(r.First, n).Masked()
-		last := netip.PrefixFrom(r.Last, n).Masked()
-		if agg.Addr() != r.First || !lastOfPrefix(last, r.Last) {
-			col.add(path+".aggregationLength", fmt.Sprint(n), "range %q does not split into /%d blocks, so the aggregate would announce addresses outside the pool", r.String(), n)
-			return
-		}
-	}
-}
-
-// lastOfPrefix reports whether a is the last address of p.
-func lastOfPrefix(p netip.Prefix, a netip.Addr) bool {
-	next := a.Next()
-	return !next.IsValid() || !p.Contains(next)
 }
 
 // numbers reports whether s is n colon-separated unsigned numbers of bits bits.
@@ -260,6 +238,16 @@ func (c *Config) validateServices(col *collector) {
 			}
 		}
 	}
+	// A backend may not be a VIP of the file (lb.ValidateOptions.VIPs, the
+	// engine's rule; assigned VIPs are the engine's to check at load).
+	for i := range c.Services {
+		for b, be := range c.Services[i].Backends {
+			if j, ok := vipOwner[be.Addr]; ok {
+				col.add(index(index("services", i)+".backends", b)+".address", be.Addr.String(),
+					"the VIP of service %q: a backend may not be a VIP (the packet would come back here)", c.Services[j].Name)
+			}
+		}
+	}
 }
 
 // validateServiceAddrs checks VIPs against pools and returns the families
@@ -278,8 +266,8 @@ func (c *Config) validateServiceAddrs(col *collector, path string, s *lb.Service
 	for k, v := range s.VIPs {
 		f := vipField(path, s, k)
 		fam := familyOf(v)
-		if !v.IsValid() || v.IsUnspecified() || v.IsMulticast() || v.IsLoopback() {
-			col.add(f, v.String(), "not a usable VIP")
+		if err := lb.CheckAddr(v, lb.UseVIP); err != nil {
+			col.addErr(f, v.String(), err)
 			continue
 		}
 		if fams[fam] {
@@ -408,8 +396,8 @@ func validateBackends(col *collector, path string, s *lb.ServiceSpec, fams map[l
 		if col.failed(f + ".address") {
 			continue
 		}
-		if !a.IsValid() || a.IsUnspecified() || a.IsMulticast() || a.Zone() != "" {
-			col.add(f+".address", a.String(), "not a usable backend address")
+		if err := lb.CheckAddr(a, lb.UseBackend); err != nil {
+			col.addErr(f+".address", a.String(), err)
 			continue
 		}
 		if len(fams) > 0 && !fams[familyOf(a)] {
@@ -517,11 +505,7 @@ func validateCheckPath(col *collector, path string, h *lb.HealthCheck) {
 	} else if u, err := url.ParseRequestURI(h.Path); err != nil || u.Host != "" || strings.ContainsAny(h.Path, " \t\r\n") {
 		col.add(path+".path", h.Path, "not a request path")
 	}
-	if h.Host != "" {
-		if strings.ContainsAny(h.Host, "/ \t\r\n@?#") {
-			col.add(path+".host", h.Host, "want a host name (the Host header), like www.example.com or www.example.com:8080")
-		} else if u, err := url.Parse("http://" + h.Host + "/"); err != nil || u.Host != h.Host || u.Hostname() == "" {
-			col.add(path+".host", h.Host, "want a host name (the Host header), like www.example.com or www.example.com:8080")
-		}
+	if err := lb.ValidateHealthHost(h.Host); err != nil {
+		col.addErr(path+".host", h.Host, err)
 	}
 }

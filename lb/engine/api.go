@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"reflect"
 	"slices"
@@ -25,7 +26,7 @@ func (e *Engine) poolStatus(name string) lb.PoolStatus {
 
 func (e *Engine) serviceStatus(name string) lb.ServiceStatus {
 	s := e.svcs[name]
-	return lb.ServiceStatus{Spec: store.CloneSpec(s.Spec), VIPs: e.alloc.IPs(name), Pending: s.pending}
+	return lb.ServiceStatus{Spec: store.CloneSpec(s.Spec), VIPs: e.alloc.IPs(name), Pending: s.pending, Failed: e.refused[name]}
 }
 
 func notFound(kind, name string) error {
@@ -77,8 +78,8 @@ func (e *Engine) CreatePool(ctx context.Context, p lb.Pool) (out lb.PoolStatus, 
 }
 
 // UpdatePool replaces a pool's ranges and settings. It refuses overlaps
-// and dropping an address that is assigned. The pool keeps its origin: a
-// config-file pool changed here is reset by the next config reload.
+// and dropping an address that is assigned. A config-file pool is refused
+// (409 naming the file, see configorigin.go).
 func (e *Engine) UpdatePool(ctx context.Context, p lb.Pool) (out lb.PoolStatus, err error) {
 	err = e.do(ctx, func() error {
 		if err := p.Validate(); err != nil {
@@ -87,6 +88,9 @@ func (e *Engine) UpdatePool(ctx context.Context, p lb.Pool) (out lb.PoolStatus, 
 		old, ok := e.pools[p.Name]
 		if !ok {
 			return notFound("pool", p.Name)
+		}
+		if err := e.refuseConfigOrigin("pool", p.Name, old.Origin); err != nil {
+			return err
 		}
 		t := e.begin()
 		t.putPool(store.Pool{Pool: p, Origin: old.Origin})
@@ -102,8 +106,12 @@ func (e *Engine) UpdatePool(ctx context.Context, p lb.Pool) (out lb.PoolStatus, 
 // DeletePool removes a pool; it refuses while any of its addresses is assigned.
 func (e *Engine) DeletePool(ctx context.Context, name string) error {
 	return e.do(ctx, func() error {
-		if _, ok := e.pools[name]; !ok {
+		old, ok := e.pools[name]
+		if !ok {
 			return notFound("pool", name)
+		}
+		if err := e.refuseConfigOrigin("pool", name, old.Origin); err != nil {
+			return err
 		}
 		if _, used := e.alloc.Usage(name); used > 0 {
 			return &lb.ConflictError{Field: "name", Value: name,
@@ -163,11 +171,19 @@ func (e *Engine) Service(ctx context.Context, name string) (out lb.ServiceStatus
 // the node ports of a (prospective) service set, indexed once so a config
 // load of N services stays O(N).
 func (e *Engine) validation(pools map[string]store.Pool, svcs map[string]*service) lb.ValidateOptions {
-	o := lb.ValidateOptions{NodePortRange: e.opts.NodePortRange, Pools: []lb.Pool{}, NodePorts: map[lb.PortProto]string{}}
+	o := lb.ValidateOptions{NodePortRange: e.opts.NodePortRange, Pools: []lb.Pool{}, NodePorts: map[lb.PortProto]string{},
+		VIPs: map[netip.Addr]string{}}
 	for _, n := range store.Names(pools) {
 		o.Pools = append(o.Pools, pools[n].Pool)
 	}
 	for _, n := range store.Names(svcs) {
+		// Every VIP, requested or assigned: a backend may not be one of
+		// another service's (the writer is the one place that knows them all).
+		for _, v := range append(e.alloc.IPs(n), svcs[n].Spec.VIPs...) {
+			if _, taken := o.VIPs[v]; !taken {
+				o.VIPs[v] = n
+			}
+		}
 		for _, p := range svcs[n].Spec.Ports {
 			k := lb.PortProto{Port: p.NodePort, Protocol: p.Protocol}
 			if _, taken := o.NodePorts[k]; p.NodePort != 0 && !taken {
@@ -189,6 +205,38 @@ func (e *Engine) validate(spec *lb.ServiceSpec, o lb.ValidateOptions) error {
 			Err: fmt.Errorf("the running dataplane can do only %v (dr and tunnel need the IPVS dataplane; a method is never downgraded): %w",
 				e.opts.Methods, proxy.ErrUnsupported)}
 	}
+	return e.checkDataplane(spec)
+}
+
+// checkDataplane asks the running dataplane whether it can program spec's
+// scheduler and method, one probe each so the error names the field (the
+// dataplane's own rule, not a copy of it).
+func (e *Engine) checkDataplane(spec *lb.ServiceSpec) error {
+	if e.opts.Check == nil {
+		return nil
+	}
+	probe := func(sched proxy.Scheduler, m proxy.Method) proxy.Service {
+		return proxy.Service{Name: spec.Name, VIP: netip.MustParseAddr("192.0.2.1"), Port: 1, Protocol: proxy.TCP,
+			Scheduler: sched, Method: m}
+	}
+	// The dataplane's error names its probe ("service 192.0.2.1:1/TCP"):
+	// keep only the reason it wraps.
+	reason := func(err error) error {
+		if in := errors.Unwrap(err); in != nil {
+			return in
+		}
+		return err
+	}
+	if err := e.opts.Check(probe(spec.Scheduler, proxy.NAT)); err != nil {
+		return &lb.FieldError{Field: "scheduler", Value: string(spec.Scheduler),
+			Err: fmt.Errorf("refused by the running dataplane: %w", reason(err))}
+	}
+	if spec.Method != "" {
+		if err := e.opts.Check(probe(proxy.DefaultScheduler, spec.Method)); err != nil {
+			return &lb.FieldError{Field: "method", Value: string(spec.Method),
+				Err: fmt.Errorf("refused by the running dataplane: %w", reason(err))}
+		}
+	}
 	return nil
 }
 
@@ -200,13 +248,16 @@ func (e *Engine) validate(spec *lb.ServiceSpec, o lb.ValidateOptions) error {
 func (e *Engine) PutService(ctx context.Context, spec lb.ServiceSpec) (out lb.ServiceStatus, created bool, err error) {
 	spec = store.CloneSpec(spec)
 	err = e.do(ctx, func() error {
-		if err := e.validate(&spec, e.validation(e.pools, e.svcs)); err != nil {
-			return err
-		}
 		origin := store.OriginAPI
 		old, ok := e.svcs[spec.Name]
 		if ok {
+			if err := e.refuseConfigOrigin("service", spec.Name, old.Origin); err != nil {
+				return err
+			}
 			origin = old.Origin
+		}
+		if err := e.validate(&spec, e.validation(e.pools, e.svcs)); err != nil {
+			return err
 		}
 		t := e.begin()
 		t.strict = spec.Name
@@ -225,8 +276,12 @@ func (e *Engine) PutService(ctx context.Context, spec lb.ServiceSpec) (out lb.Se
 // may get them at once).
 func (e *Engine) DeleteService(ctx context.Context, name string) error {
 	return e.do(ctx, func() error {
-		if _, ok := e.svcs[name]; !ok {
+		old, ok := e.svcs[name]
+		if !ok {
 			return notFound("service", name)
+		}
+		if err := e.refuseConfigOrigin("service", name, old.Origin); err != nil {
+			return err
 		}
 		t := e.begin()
 		t.deleteService(name)
@@ -337,6 +392,22 @@ func (e *Engine) SetBackendHealth(ctx context.Context, service string, backend n
 		}
 		e.invalidate(service, false)
 		e.refresh()
+		return nil
+	})
+}
+
+// SetRefused records which services the dataplane refused at its last apply
+// (name → reason; empty: none), so their status says "failed" while every
+// other service is programmed. It is status only: nothing is stored and no
+// new desired state is published (the same state would be refused again);
+// the version moves so pollers (the web UI) see the change.
+func (e *Engine) SetRefused(ctx context.Context, refused map[string]string) error {
+	return e.do(ctx, func() error {
+		if maps.Equal(e.refused, refused) {
+			return nil
+		}
+		e.refused = maps.Clone(refused)
+		e.version.Add(1)
 		return nil
 	})
 }

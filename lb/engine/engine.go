@@ -41,6 +41,16 @@ type Options struct {
 	// service asking for another is refused (*lb.FieldError on "method")
 	// and nothing changes, never downgraded. nil allows every method.
 	Methods []proxy.Method
+	// Check is the running dataplane's own verdict on what it can program
+	// (nft.Check: no lc, wlc, sed, nq, mh; IPVS: nil, it does all). Every
+	// change — REST write, config load and reload — is checked with it
+	// before anything is stored, so a service the kernel would refuse
+	// never reaches Apply (issue 14: one lc service over REST made nftables
+	// refuse the whole configuration). Errors wrap proxy.ErrUnsupported.
+	Check func(proxy.Service) error
+	// ConfigFile names the config file in the 409 that refuses a REST
+	// write to a pool or service from it ("" says "the config file").
+	ConfigFile string
 	// Registry, when set, gets the engine's Prometheus metrics.
 	Registry prometheus.Registerer
 	// Logger; nil discards.
@@ -95,6 +105,7 @@ type Engine struct {
 	unhealthy map[string]map[netip.AddrPort]bool // service → backends marked down
 	rendered  map[string]*rendered               // per-service desired state (desired.go)
 	order     []string                           // sorted service names; nil: recompute
+	refused   map[string]string                  // service → why the dataplane refused it (SetRefused)
 }
 
 // service is a stored service and what became of it.
@@ -235,7 +246,21 @@ func (e *Engine) restore() error {
 		req := s.Spec.Request()
 		for _, ip := range st.Assignments[name] {
 			if err := e.alloc.Assign(name, ip, req); err != nil {
-				// Left to reconcile below, after every other restore.
+				if errors.Is(err, lb.ErrConflict) {
+					// Two stored services on one address without
+					// sharing: edgelb never commits that, so the store
+					// was changed outside it. Moving either would steal
+					// the other's address (or move it silently): refuse.
+					where := "the store"
+					if p, ok := e.st.(interface{ Path() string }); ok {
+						where = "store " + p.Path()
+					}
+					return fmt.Errorf("engine: %s: stored assignment of service %q to %s: %v: %w. %s",
+						where, name, ip, err, store.ErrConflict, store.WayOut)
+				}
+				// Not a conflict: the address left its pool (the config
+				// changed while edgelb was stopped). Reconciled below,
+				// after every other restore.
 				e.log.Warn("stored assignment not restored", "service", name, "ip", ip, "err", err)
 				continue
 			}

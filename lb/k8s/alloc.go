@@ -29,6 +29,8 @@ type Allocator interface {
 	IPs(svc string) []netip.Addr
 	// Used returns how many distinct addresses of the pool are held.
 	Used(pool string) int
+	// Assigned lists the services holding addresses.
+	Assigned() []string
 }
 
 // NewAllocatorFunc builds a fresh allocator (one per leadership term, so a

@@ -8,6 +8,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,6 +59,8 @@ type Controller struct {
 
 	broadcaster record.EventBroadcaster
 	recorder    record.EventRecorder
+	refusedMu   sync.Mutex
+	refused     map[string]string // Service key → last refusal Warning (refused.go)
 
 	desiredQ workqueue.TypedRateLimitingInterface[string]
 	synced   chan struct{}
@@ -428,7 +432,7 @@ func (c *Controller) lead(runCtx, lctx context.Context) {
 		c.m.pending.Set(0)
 	}()
 	t.poolQ.Add(keyStatus)
-	for _, k := range c.svcInf.GetStore().ListKeys() {
+	for _, k := range c.startOrder() {
 		t.svcQ.Add(k)
 	}
 	// Also every Service adoption saw: one deleted between that List and
@@ -595,3 +599,35 @@ var errNotLeader = errors.New("not the leader")
 
 // lb's allocator is the one the controller uses.
 var _ Allocator = (*lb.Allocator)(nil)
+
+// startOrder is the order a new term reconciles Services in: those that
+// request specific addresses first, then the rest, each by key — after the
+// adoption pass has restored every address already in a status. So no
+// automatic allocation can take an address a Service asks for, and the
+// result does not depend on names or informer order (issue 13). The queue
+// has one worker, so this is the order of allocation.
+func (c *Controller) startOrder() []string {
+	keys := c.svcInf.GetStore().ListKeys()
+	sort.Strings(keys)
+	var req, rest []string
+	for _, k := range keys {
+		o, ok, _ := c.svcInf.GetStore().GetByKey(k)
+		svc, isSvc := o.(*corev1.Service)
+		if ok && isSvc {
+			if in, err := parseIntent(svc); err == nil && len(in.Requested) > 0 {
+				req = append(req, k)
+				continue
+			}
+		}
+		rest = append(rest, k)
+	}
+	out := append(req, rest...)
+	if c.noAdopt {
+		// The churn test's negative control: without adoption a new term
+		// must visibly break assignments; reconciling in the reverse of the
+		// order the previous term used makes sure it does, rather than
+		// re-deriving the same addresses by luck of a deterministic order.
+		slices.Reverse(out)
+	}
+	return out
+}

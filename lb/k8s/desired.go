@@ -41,7 +41,7 @@ func (c *Controller) buildDesired() Desired {
 		}
 		return svcs[i].Name < svcs[j].Name
 	})
-	pools := c.currentPools().Valid
+	pools := c.currentPools().Served()
 	me, _ := c.nodes.Get(c.opts.NodeName)
 	var zone string
 	nodeAddrs := c.opts.NodeAddrs

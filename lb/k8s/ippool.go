@@ -110,7 +110,36 @@ func toAny(ss []string) []any {
 type poolSet struct {
 	Valid    []lb.Pool
 	Rejected map[string]error // pool name → why it is not used
+	// Deleting are IPPools deleted (deletionTimestamp set) that the
+	// controller's finalizer keeps while Services still hold their
+	// addresses: not used for allocation, their addresses reserved until
+	// their Services move (FinalizerInUse).
+	Deleting map[string]lb.Pool
 }
+
+// Served is what gateways program and announce: the valid pools, then
+// the deleting ones. A deleting IPPool still exists (our finalizer holds
+// it) and its addresses still belong to their Services until each has
+// moved make-before-break, so they keep being served meanwhile; valid pools
+// come first, so an address another pool now covers takes that pool's
+// announce attributes.
+func (ps poolSet) Served() []lb.Pool {
+	out := append([]lb.Pool(nil), ps.Valid...)
+	names := make([]string, 0, len(ps.Deleting))
+	for n := range ps.Deleting {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		out = append(out, ps.Deleting[n])
+	}
+	return out
+}
+
+// FinalizerInUse is set on an IPPool while any Service holds one of its
+// addresses, so a `kubectl delete ippool` in use leaves the object — its
+// status says who still holds what — until they have moved.
+const FinalizerInUse = "edgelb.io/addresses-in-use"
 
 // computePools validates every pool and refuses overlaps: the older pool
 // (by creation time, then name) keeps its range, so adding a bad pool never
@@ -124,9 +153,15 @@ func computePools(objs []*unstructured.Unstructured) poolSet {
 		}
 		return sorted[i].GetName() < sorted[j].GetName()
 	})
-	ps := poolSet{Rejected: map[string]error{}}
+	ps := poolSet{Rejected: map[string]error{}, Deleting: map[string]lb.Pool{}}
 	for _, u := range sorted {
 		p, err := poolFromObject(u)
+		if u.GetDeletionTimestamp() != nil {
+			if err == nil {
+				ps.Deleting[u.GetName()] = p
+			}
+			continue
+		}
 		if err == nil {
 			err = lb.CheckOverlap(&p, ps.Valid)
 		}

@@ -52,13 +52,13 @@ func TestComputePools(t *testing.T) {
 func TestPoolRoundTrip(t *testing.T) {
 	r, _ := lb.ParseRange("192.0.2.0/28")
 	p := lb.Pool{Name: "rt", Ranges: []lb.Range{r}, AvoidBuggyIPs: true,
-		Advertisement: lb.Advertisement{Communities: []string{"65000:1"}, LocalPref: 200, AggregationLen: 24}}
+		Advertisement: lb.Advertisement{Communities: []string{"65000:1"}, LocalPref: 200, AggregationLen: 28}}
 	got, err := poolFromObject(poolToObject(p))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.Name != p.Name || got.AutoAssign || !got.AvoidBuggyIPs || got.Advertisement.LocalPref != 200 ||
-		got.Advertisement.AggregationLen != 24 || got.RangeStrings()[0] != "192.0.2.0/28" || got.Advertisement.Communities[0] != "65000:1" {
+		got.Advertisement.AggregationLen != 28 || got.RangeStrings()[0] != "192.0.2.0/28" || got.Advertisement.Communities[0] != "65000:1" {
 		t.Fatalf("round trip: %+v", got)
 	}
 	if n := poolSize(&got); n != 16 {

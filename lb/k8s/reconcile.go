@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -24,6 +25,7 @@ const (
 	ReasonReleased  = "IPReleased"
 	ReasonFailed    = "AllocationFailed"
 	ReasonBadPool   = "InvalidPool"
+	ReasonDeleting  = "DeletingInUse"
 )
 
 // intentKey summarises an intent so a change of request is detectable.
@@ -130,12 +132,25 @@ func (c *Controller) reconcileService(t *term, key string) error {
 		}
 		start = t.alloc.IPs(key) // adopted, not newly assigned: no event
 	} else {
-		// An address whose pool is gone (IPPool deleted or shrunk) moves.
+		// An address whose pool is gone (IPPool deleted or shrunk) moves —
+		// make before break: the Service keeps it, reserved (the allocator
+		// hands it to nobody else), until a new address is found; only then
+		// is the old one released (Allocate drops it). One Service at a
+		// time: each is its own work item.
 		for _, ip := range held {
-			if _, ok := t.alloc.PoolOf(ip); !ok {
-				notes = append(notes, fmt.Sprintf("releasing %s: it is no longer in any IPPool", ip))
-				t.alloc.Release(key, ip)
+			if _, ok := t.alloc.PoolOf(ip); ok {
+				continue
+			}
+			f := familyOf(ip)
+			if r, ok := in.Requested[f]; ok && r == ip {
+				notes = append(notes, fmt.Sprintf("keeps requested %s, which is no longer in any IPPool, until it is released or an IPPool covers it again", ip))
+				continue
+			}
+			if nip, err := t.alloc.Allocate(key, f, in.Req); err == nil {
+				notes = append(notes, fmt.Sprintf("moved from %s to %s: %s is no longer in any IPPool", ip, nip, ip))
 				released = true
+			} else {
+				notes = append(notes, fmt.Sprintf("keeps %s, which is no longer in any IPPool, until another address is free: %v", ip, err))
 			}
 		}
 	}
@@ -373,13 +388,32 @@ func poolsFingerprint(ps []lb.Pool) []string {
 }
 
 // writePoolStatus writes size, used and the Valid condition of each IPPool
-// (only when they differ) and updates the pool metrics.
+// (only when they differ), keeps the in-use finalizer on pools whose
+// addresses are held, and updates the pool metrics.
 func (c *Controller) writePoolStatus(t *term) error {
 	t.mu.Lock()
 	ps := t.pools
 	used := map[string]int{}
 	for _, p := range ps.Valid {
 		used[p.Name] = t.alloc.Used(p.Name)
+	}
+	// A deleting pool's addresses still held by Services (in no valid pool:
+	// one covered by another pool belongs to that one now).
+	holders := map[string][]string{}
+	if len(ps.Deleting) > 0 {
+		for _, svc := range t.alloc.Assigned() {
+			for _, ip := range t.alloc.IPs(svc) {
+				if _, ok := t.alloc.PoolOf(ip); ok {
+					continue
+				}
+				for name, p := range ps.Deleting {
+					if p.Contains(ip) {
+						used[name]++
+						holders[name] = append(holders[name], fmt.Sprintf("%s (%s)", svc, ip))
+					}
+				}
+			}
+		}
 	}
 	t.mu.Unlock()
 	var firstErr error
@@ -389,10 +423,31 @@ func (c *Controller) writePoolStatus(t *term) error {
 			continue
 		}
 		name := u.GetName()
+		if changed, err := c.syncFinalizer(t, u, used[name]); err != nil || changed {
+			// The object's version moved: its status is written on the
+			// next round, from the informer's fresh copy.
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+			t.poolQ.AddAfter(keyStatus, 300*time.Millisecond)
+			continue
+		}
 		var size int64
 		cond := map[string]any{"type": "Valid", "status": "True", "reason": "Accepted", "message": ""}
 		if err, bad := ps.Rejected[name]; bad {
 			cond["status"], cond["reason"], cond["message"] = "False", ReasonBadPool, err.Error()
+		}
+		if _, del := ps.Deleting[name]; del {
+			h := holders[name]
+			sort.Strings(h)
+			if len(h) > 5 {
+				h = append(h[:5], fmt.Sprintf("and %d more", len(h)-5))
+			}
+			msg := fmt.Sprintf("deleted while %d address(es) are in use, kept reserved until their Services move (make before break): %s",
+				used[name], strings.Join(h, ", "))
+			cond["status"], cond["reason"], cond["message"] = "False", ReasonDeleting, msg
+			c.warn(t, u, "ippool/"+name, ReasonDeleting, "IPPool deleted while Services hold its addresses: they stay reserved "+
+				"until each Service has moved to another address; the IPPool goes when the last has (its status lists them)")
 		}
 		if p, err := poolFromObject(u); err == nil {
 			size = poolSize(&p)
@@ -426,4 +481,28 @@ func (c *Controller) writePoolStatus(t *term) error {
 		}
 	}
 	return firstErr
+}
+
+// syncFinalizer keeps FinalizerInUse on an IPPool exactly while Services
+// hold its addresses: added when the first is assigned, removed when the
+// last has moved — then a deleted pool goes. (With no leader running a
+// deleted pool in use stays; `kubectl patch ippool NAME --type=merge -p
+// '{"metadata":{"finalizers":null}}'` lets it go by hand.)
+func (c *Controller) syncFinalizer(t *term, u *unstructured.Unstructured, used int) (bool, error) {
+	fins := u.GetFinalizers()
+	has := slices.Contains(fins, FinalizerInUse)
+	switch {
+	case used > 0 && !has && u.GetDeletionTimestamp() == nil:
+		fins = append(slices.Clone(fins), FinalizerInUse)
+	case used == 0 && has:
+		fins = slices.DeleteFunc(slices.Clone(fins), func(f string) bool { return f == FinalizerInUse })
+	default:
+		return false, nil
+	}
+	cp := u.DeepCopy()
+	cp.SetFinalizers(fins)
+	if _, err := c.dyn.Resource(IPPoolGVR).Update(t.ctx, cp, metav1.UpdateOptions{FieldManager: "edgelb"}); err != nil {
+		return false, fmt.Errorf("finalizer of IPPool %s: %w", u.GetName(), err)
+	}
+	return true, nil
 }

@@ -11,9 +11,9 @@ import (
 	"github.com/edgelb/edgelb/proxy"
 )
 
-// Annotations edgelb reads on Services. The metallb.io ones are accepted so a
-// cluster can move from MetalLB without editing every Service; edgelb.io wins
-// when both are set.
+// Annotations edgelb reads on Services. The metallb.io ones and the legacy
+// metallb.universe.tf ones (still the most common in real clusters) are
+// accepted so a cluster can move from MetalLB without editing every Service.
 const (
 	AnnotationIPs         = "edgelb.io/loadBalancerIPs"
 	AnnotationPool        = "edgelb.io/address-pool"
@@ -21,6 +21,18 @@ const (
 	MetalLBAnnotationIPs  = "metallb.io/loadBalancerIPs"
 	MetalLBAnnotationPool = "metallb.io/address-pool"
 	MetalLBAnnotationSh   = "metallb.io/allow-shared-ip"
+
+	LegacyMetalLBAnnotationIPs  = "metallb.universe.tf/loadBalancerIPs"
+	LegacyMetalLBAnnotationPool = "metallb.universe.tf/address-pool"
+	LegacyMetalLBAnnotationSh   = "metallb.universe.tf/allow-shared-ip"
+)
+
+// Keys read for each setting, first set wins: edgelb.io, then metallb.io,
+// then metallb.universe.tf.
+var (
+	keysIPs    = []string{AnnotationIPs, MetalLBAnnotationIPs, LegacyMetalLBAnnotationIPs}
+	keysPool   = []string{AnnotationPool, MetalLBAnnotationPool, LegacyMetalLBAnnotationPool}
+	keysShared = []string{AnnotationShared, MetalLBAnnotationSh, LegacyMetalLBAnnotationSh}
 )
 
 // intent is what a Service asks of the allocator, parsed once from its
@@ -36,13 +48,13 @@ type intent struct {
 	Req        lb.Request
 }
 
-// annotation returns the edgelb.io value, else the MetalLB one, and the key used.
-func annotation(svc *corev1.Service, ours, metallb string) (string, string) {
-	if v, ok := svc.Annotations[ours]; ok {
-		return strings.TrimSpace(v), ours
-	}
-	if v, ok := svc.Annotations[metallb]; ok {
-		return strings.TrimSpace(v), metallb
+// annotation returns the value of the first of keys set on svc and the key
+// used, so errors name the annotation the user actually wrote.
+func annotation(svc *corev1.Service, keys []string) (string, string) {
+	for _, k := range keys {
+		if v, ok := svc.Annotations[k]; ok {
+			return strings.TrimSpace(v), k
+		}
 	}
 	return "", ""
 }
@@ -65,14 +77,14 @@ func parseIntent(svc *corev1.Service) (intent, error) {
 		}
 		in.Req.Ports = append(in.Req.Ports, lb.PortProto{Port: uint16(p.Port), Protocol: proto})
 	}
-	pool, key := annotation(svc, AnnotationPool, MetalLBAnnotationPool)
+	pool, key := annotation(svc, keysPool)
 	if pool != "" {
 		if err := lb.ValidateName(pool); err != nil {
 			return in, &lb.FieldError{Field: "metadata.annotations[" + key + "]", Value: pool, Err: err}
 		}
 		in.Req.Pool = pool
 	}
-	in.Req.SharingKey, _ = annotation(svc, AnnotationShared, MetalLBAnnotationSh)
+	in.Req.SharingKey, _ = annotation(svc, keysShared)
 
 	// Families the Service has (the apiserver fills ipFamilies; a fake
 	// clientset does not: IPv4 then).
@@ -93,7 +105,7 @@ func parseIntent(svc *corev1.Service) (intent, error) {
 		policy = *svc.Spec.IPFamilyPolicy
 	}
 
-	ips, key := annotation(svc, AnnotationIPs, MetalLBAnnotationIPs)
+	ips, key := annotation(svc, keysIPs)
 	field := "metadata.annotations[" + key + "]"
 	if ips == "" && svc.Spec.LoadBalancerIP != "" {
 		ips, field = strings.TrimSpace(svc.Spec.LoadBalancerIP), "spec.loadBalancerIP"
@@ -106,6 +118,10 @@ func parseIntent(svc *corev1.Service) (intent, error) {
 				return in, &lb.FieldError{Field: field, Value: s, Err: fmt.Errorf("not an IP address")}
 			}
 			a = a.Unmap()
+			// The same address-class table as REST and the config file.
+			if err := lb.CheckAddr(a, lb.UseVIP); err != nil {
+				return in, &lb.FieldError{Field: field, Value: s, Err: err}
+			}
 			f := familyOf(a)
 			if _, dup := in.Requested[f]; dup {
 				return in, &lb.FieldError{Field: field, Value: ips, Err: fmt.Errorf("more than one %s address", f)}

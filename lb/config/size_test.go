@@ -1,0 +1,59 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// plainConfig writes n services × 10 backends the way a person or a
+// generator would, one service per few lines, no YAML anchors.
+func plainConfig(n int) []byte {
+	var b strings.Builder
+	b.WriteString("pools:\n  - name: bulk\n    addresses: [\"2001:db8:1::/108\"]\nservices:\n")
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "  - name: svc-%d\n    pool: bulk\n    families: [IPv6]\n    ports: [{name: http, port: %d, targetPort: 8080}]\n    backends: [", i, 1000+i%50)
+		for j := 0; j < 10; j++ {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "{address: \"[2001:db8:2::%x]:%d\"}", 1+(i+j)%60000, 8000+j)
+		}
+		b.WriteString("]\n")
+	}
+	return []byte(b.String())
+}
+
+// TestParseFiftyThousandPlain: 50,000 services × 10 backends written out
+// plainly fit MaxSize and load (issue 18: 10,000 of them, 5.2 MB, used to be
+// refused by a 4 MiB limit).
+func TestParseFiftyThousandPlain(t *testing.T) {
+	data := plainConfig(50000)
+	if len(data) > MaxSize {
+		t.Fatalf("%d bytes exceed MaxSize %d", len(data), MaxSize)
+	}
+	p := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	cfg, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("50,000 services × 10 backends: %.1f MB plain, loaded in %v", float64(len(data))/1e6, time.Since(start).Round(time.Millisecond))
+	if len(cfg.Services) != 50000 {
+		t.Fatalf("%d services, want 50000", len(cfg.Services))
+	}
+	// A file past the limit is refused with the limit in the message.
+	big := filepath.Join(t.TempDir(), "big.yaml")
+	if err := os.WriteFile(big, append(data, make([]byte, MaxSize-len(data)+1)...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(big); err == nil || !strings.Contains(err.Error(), "larger than 32 MiB") {
+		t.Fatalf("a file past MaxSize: %v", err)
+	}
+}

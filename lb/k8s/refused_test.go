@@ -1,0 +1,59 @@
+package k8s
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestRefusedRaisesWarning (issue 14): a port this gateway's dataplane
+// refused raises one Warning Event (DataplaneRefused) on its Service with the
+// reason; the same refusal again raises none.
+func TestRefusedRaisesWarning(t *testing.T) {
+	c, cs, _, ctx := leadingFake(t, prometheus.NewRegistry(), poolObj("p", 0, "192.0.2.0/28"))
+	if _, err := cs.CoreV1().Services("default").Create(ctx, lbService("dual"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the Service in the cache", func() bool {
+		_, err := c.services.Services("default").Get("dual")
+		return err == nil
+	})
+	refused := map[string]string{"default/dual/http/nodeport": "nft: backend family differs"}
+	count := func() int {
+		evs, _ := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{})
+		n := 0
+		for _, e := range evs.Items {
+			if e.InvolvedObject.Name == "dual" && e.Type == corev1.EventTypeWarning && e.Reason == ReasonRefused &&
+				strings.Contains(e.Message, "backend family differs") {
+				n++
+			}
+		}
+		return n
+	}
+	if err := c.SetRefused(ctx, refused); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "a DataplaneRefused Warning", func() bool { return count() >= 1 })
+	if err := c.SetRefused(ctx, refused); err != nil {
+		t.Fatal(err)
+	}
+	c.refusedMu.Lock()
+	n := len(c.refused)
+	c.refusedMu.Unlock()
+	if n != 1 {
+		t.Errorf("%d refusals remembered, want 1", n)
+	}
+	if err := c.SetRefused(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	c.refusedMu.Lock()
+	n = len(c.refused)
+	c.refusedMu.Unlock()
+	if n != 0 {
+		t.Errorf("a cleared refusal is still remembered")
+	}
+}
