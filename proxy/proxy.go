@@ -13,6 +13,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -246,3 +248,57 @@ const (
 	CTMark     uint32 = 0x0ed6e1b0
 	CTMarkMask uint32 = 0xffffffff
 )
+
+// ServiceErrors is what Apply returns when it refused some services and
+// programmed every other one: a refusal is per service, never per Config, so
+// one bad service (a scheduler the dataplane cannot express, a frontend
+// claimed twice) does not take the gateway's other VIPs down with it. A
+// refused service that was programmed before keeps its last good state; a new
+// one is not in the kernel. Callers announce every VIP except Failed's.
+type ServiceErrors struct {
+	Failed map[Key]error
+}
+
+func (e *ServiceErrors) Error() string {
+	keys := make([]Key, 0, len(e.Failed))
+	for k := range e.Failed {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b Key) int { return strings.Compare(a.String(), b.String()) })
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d service(s) refused, the others programmed:", len(keys))
+	for _, k := range keys {
+		b.WriteString(" ")
+		b.WriteString(e.Failed[k].Error())
+		b.WriteString(";")
+	}
+	return strings.TrimSuffix(b.String(), ";")
+}
+
+// Unwrap lets errors.Is see each service's cause (e.g. ErrUnsupported).
+func (e *ServiceErrors) Unwrap() []error {
+	errs := make([]error, 0, len(e.Failed))
+	for _, err := range e.Failed {
+		errs = append(errs, err)
+	}
+	return errs
+}
+
+// FailedServices returns the services err refused one by one, or nil when
+// err is nil or did not come from a per-service refusal (then the whole
+// Apply failed and nothing can be assumed programmed).
+func FailedServices(err error) map[Key]error {
+	var se *ServiceErrors
+	if errors.As(err, &se) {
+		return se.Failed
+	}
+	return nil
+}
+
+// Partial reports whether err is only per-service refusals (the
+// *ServiceErrors itself, not joined with another failure): every service not
+// in FailedServices(err) was programmed.
+func Partial(err error) bool {
+	se, ok := err.(*ServiceErrors)
+	return ok && len(se.Failed) > 0
+}

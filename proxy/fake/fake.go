@@ -17,22 +17,28 @@ import (
 	"sync"
 
 	"github.com/edgelb/edgelb/proxy"
+	"github.com/edgelb/edgelb/proxy/nft"
 )
 
-// Options choose what the fake accepts: a Config using a scheduler or
-// method outside these lists is refused with proxy.ErrUnsupported, as the
-// nftables dataplane refuses lc or DR. Empty lists accept everything.
+// Options choose what the fake accepts: a service using a scheduler or
+// method outside these lists, or one Check refuses, is refused with
+// proxy.ErrUnsupported, as the nftables dataplane refuses lc or DR. Empty
+// lists and a nil Check accept everything.
 type Options struct {
 	Name       string // what Name returns (default "fake")
 	Schedulers []proxy.Scheduler
 	Methods    []proxy.Method
+	// Check is a real dataplane's own verdict (nft.Check), so the fake
+	// refuses exactly what that dataplane refuses: one capability
+	// description, owned by the dataplane.
+	Check func(proxy.Service) error
 }
 
-// NFTablesOptions mimic what the nftables dataplane accepts.
+// NFTablesOptions make the fake refuse what the nftables dataplane refuses,
+// with nftables' own check (nft.Check), not a copy of its lists.
 var NFTablesOptions = Options{
-	Name:       "fake-nftables",
-	Schedulers: []proxy.Scheduler{proxy.RoundRobin, proxy.WeightedRoundRobin, proxy.SourceHash, proxy.DestinationHash},
-	Methods:    []proxy.Method{proxy.NAT, proxy.NATNoSNAT},
+	Name:  "fake-nftables",
+	Check: nft.Check,
 }
 
 // Dataplane is the fake. It is safe for concurrent use.
@@ -64,8 +70,11 @@ func New(opts Options) *Dataplane {
 // Name implements proxy.Dataplane.
 func (d *Dataplane) Name() string { return d.opts.Name }
 
-// Apply implements proxy.Dataplane: validate everything, then converge the
-// objects, changing only those that differ.
+// Apply implements proxy.Dataplane: validate, then converge the objects,
+// changing only those that differ. As nftables does, refusals are per
+// service: a refused service keeps what it had (a new one is not written),
+// every other one is converged, and the error is a *proxy.ServiceErrors.
+// Only a bad node address refuses the whole Config.
 func (d *Dataplane) Apply(ctx context.Context, cfg proxy.Config) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -75,13 +84,28 @@ func (d *Dataplane) Apply(ctx context.Context, cfg proxy.Config) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	want, err := d.render(cfg)
+	want, failed, err := d.render(cfg)
 	if err != nil {
 		return err
 	}
+	for k := range failed {
+		// Last good state: the objects of this key from the last Apply.
+		svc := "service " + k.String()
+		for id, v := range d.want {
+			if id == svc || strings.HasPrefix(id, "backend "+k.String()+" ") {
+				want[id] = v
+			}
+		}
+	}
 	d.applies++
 	d.want = want
-	return d.converge()
+	if err := d.converge(); err != nil {
+		return err
+	}
+	if len(failed) > 0 {
+		return &proxy.ServiceErrors{Failed: failed}
+	}
+	return nil
 }
 
 // Resync implements proxy.Dataplane: converge back to the last applied
@@ -198,7 +222,10 @@ func transcript(m map[string]string) string {
 // Render is the transcript a Config converges to (Transcript after a
 // successful Apply of cfg), for expectations in tests.
 func Render(cfg proxy.Config) (string, error) {
-	m, err := New(Options{}).render(cfg)
+	m, failed, err := New(Options{}).render(cfg)
+	if err == nil && len(failed) > 0 {
+		err = &proxy.ServiceErrors{Failed: failed}
+	}
 	if err != nil {
 		return "", err
 	}
@@ -246,27 +273,51 @@ func (d *Dataplane) Tamper(fn func(objects map[string]string)) {
 	fn(d.kernel)
 }
 
-// render validates cfg and turns it into objects.
-func (d *Dataplane) render(cfg proxy.Config) (map[string]string, error) {
-	m := map[string]string{}
+// render validates cfg and turns it into objects. Services refused one by
+// one are in failed (their objects left out, a key listed twice refused
+// whole, as nftables does); err is a Config-wide refusal.
+func (d *Dataplane) render(cfg proxy.Config) (m map[string]string, failed map[proxy.Key]error, err error) {
+	m = map[string]string{}
 	var errs []error
+	refuse := func(k proxy.Key, err error) {
+		if failed == nil {
+			failed = map[proxy.Key]error{}
+		}
+		if _, ok := failed[k]; !ok {
+			failed[k] = err
+		}
+	}
+	seen := map[proxy.Key]bool{}
+	for i := range cfg.Services {
+		if k := cfg.Services[i].Key(); seen[k] {
+			refuse(k, fmt.Errorf("fake: service %s: listed twice", k))
+		} else {
+			seen[k] = true
+		}
+	}
 	fronts := map[string]proxy.Key{}
 	for i := range cfg.Services {
 		s := &cfg.Services[i]
 		key := s.Key()
 		id := "service " + key.String()
-		if _, dup := m[id]; dup {
-			errs = append(errs, fmt.Errorf("fake: service %s: listed twice", key))
+		if _, bad := failed[key]; bad {
 			continue
 		}
 		if err := d.check(s); err != nil {
-			errs = append(errs, fmt.Errorf("fake: service %s: %w", key, err))
+			refuse(key, fmt.Errorf("fake: service %s: %w", key, err))
 			continue
 		}
+		clash := false
 		for _, f := range frontendsOf(s) {
 			if other, ok := fronts[f]; ok {
-				errs = append(errs, fmt.Errorf("fake: service %s: frontend %s is also service %s's", key, f, other))
+				refuse(key, fmt.Errorf("fake: service %s: frontend %s is also service %s's", key, f, other))
+				clash = true
 			}
+		}
+		if clash {
+			continue // a refused service claims none of its frontends
+		}
+		for _, f := range frontendsOf(s) {
 			fronts[f] = key
 		}
 		sched, method := s.Scheduler, s.Method
@@ -293,9 +344,12 @@ func (d *Dataplane) render(cfg proxy.Config) (map[string]string, error) {
 		m["nodeaddr "+a.String()] = ""
 	}
 	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		if len(failed) > 0 {
+			errs = append(errs, &proxy.ServiceErrors{Failed: failed})
+		}
+		return nil, nil, errors.Join(errs...)
 	}
-	return m, nil
+	return m, failed, nil
 }
 
 func frontendsOf(s *proxy.Service) []string {
@@ -336,6 +390,11 @@ func (d *Dataplane) check(s *proxy.Service) error {
 	}
 	if len(d.opts.Methods) > 0 && !slices.Contains(d.opts.Methods, method) {
 		return fmt.Errorf("method %q: %w", method, proxy.ErrUnsupported)
+	}
+	if d.opts.Check != nil {
+		if err := d.opts.Check(*s); err != nil {
+			return err
+		}
 	}
 	if s.Affinity < 0 {
 		return fmt.Errorf("affinity %q: negative", s.Affinity)

@@ -138,9 +138,11 @@ func (d *Dataplane) Name() string { return "ipvs" }
 
 // Apply converges the kernel to cfg: it reads the IPVS service table, changes
 // only what differs from cfg and only what edgelb owns, and reads back the
-// destinations of services that changed or are draining.
+// destinations of services that changed or are draining. Refusals are per
+// service: a bad one keeps its last good state, the others are programmed,
+// and the error is a *proxy.ServiceErrors.
 func (d *Dataplane) Apply(ctx context.Context, cfg proxy.Config) error {
-	want, err := build(cfg)
+	want, failed, err := buildEach(cfg)
 	if err != nil {
 		return fmt.Errorf("ipvs: apply: %w", err)
 	}
@@ -149,7 +151,23 @@ func (d *Dataplane) Apply(ctx context.Context, cfg proxy.Config) error {
 	if d.eng == nil {
 		return errors.New("ipvs: apply: dataplane is closed")
 	}
-	return d.eng.apply(ctx, want, false)
+	if len(failed) == 0 {
+		return d.eng.apply(ctx, want, false)
+	}
+	// Refused one by one (as nftables): each keeps its last good state,
+	// every other service is programmed.
+	for k, why := range failed {
+		failed[k] = fmt.Errorf("ipvs: %w", why)
+	}
+	for i := range cfg.Services {
+		if s := &cfg.Services[i]; failed[s.Key()] != nil {
+			want.keep(d.eng.last, serviceName(s))
+		}
+	}
+	if err := d.eng.apply(ctx, want, false); err != nil {
+		return err
+	}
+	return &proxy.ServiceErrors{Failed: failed}
 }
 
 // Resync reads every owned service back and repairs drift from the last

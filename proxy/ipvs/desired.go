@@ -52,26 +52,57 @@ func protoOf(p uint16) proxy.Protocol { return proxy.Protocol(p) }
 // build validates cfg and translates it. Errors name the service and quote
 // the bad value; ones the kernel cannot express wrap proxy.ErrUnsupported.
 func build(cfg proxy.Config) (*desired, error) {
+	d, failed, err := buildEach(cfg)
+	if err == nil && len(failed) > 0 {
+		return nil, &proxy.ServiceErrors{Failed: failed}
+	}
+	return d, err
+}
+
+// buildEach is build with refusals per service: failed names each service
+// left out (every other one is in the desired state); err is Config-wide.
+func buildEach(cfg proxy.Config) (*desired, map[proxy.Key]error, error) {
 	d := &desired{Services: map[vsKey]*wantService{}, VIPs: map[netip.Addr]bool{},
 		Nodes: map[vsKey]bool{}, Front: map[vsKey]bool{}, Masq: map[vsKey]bool{}}
 	for _, na := range cfg.NodeAddrs {
 		if !na.IsValid() || na.Unmap() != na {
-			return nil, fmt.Errorf("node address %q: want a plain IPv4 or IPv6 address", na)
+			return nil, nil, fmt.Errorf("node address %q: want a plain IPv4 or IPv6 address", na)
 		}
 	}
+	// Refusals are per service (as nftables'): a bad service is left out
+	// and every other one is built.
+	var failed map[proxy.Key]error
 	for i := range cfg.Services {
 		s := &cfg.Services[i]
+		if err := d.add(cfg, s); err != nil {
+			if failed == nil {
+				failed = map[proxy.Key]error{}
+			}
+			if _, ok := failed[s.Key()]; !ok {
+				failed[s.Key()] = err
+			}
+		}
+	}
+	return d, failed, nil
+}
+
+// serviceName is how errors and wantService.Name name a proxy.Service.
+func serviceName(s *proxy.Service) string { return fmt.Sprintf("%q (%s)", s.Name, s.Key()) }
+
+// add builds one service into d, all its frontends or none.
+func (d *desired) add(cfg proxy.Config, s *proxy.Service) error {
+	{
 		// Errors name the service by its Name and its frontend key.
-		name := fmt.Sprintf("%q (%s)", s.Name, s.Key())
+		name := serviceName(s)
 		if s.Protocol != proxy.TCP && s.Protocol != proxy.UDP {
-			return nil, fmt.Errorf("service %s: protocol %d: want TCP (6) or UDP (17)", name, uint8(s.Protocol))
+			return fmt.Errorf("service %s: protocol %d: want TCP (6) or UDP (17)", name, uint8(s.Protocol))
 		}
 		sched := s.Scheduler
 		if sched == "" {
 			sched = proxy.DefaultScheduler
 		}
 		if _, err := proxy.ParseScheduler(string(sched)); err != nil {
-			return nil, fmt.Errorf("service %s: %w", name, err)
+			return fmt.Errorf("service %s: %w", name, err)
 		}
 		method := s.Method
 		if method == "" {
@@ -79,16 +110,16 @@ func build(cfg proxy.Config) (*desired, error) {
 		}
 		fwd, err := fwdOf(method)
 		if err != nil {
-			return nil, fmt.Errorf("service %s: %w", name, err)
+			return fmt.Errorf("service %s: %w", name, err)
 		}
 		if !s.VIP.IsValid() && s.NodePort == 0 {
-			return nil, fmt.Errorf("service %s: needs a VIP or a node port", name)
+			return fmt.Errorf("service %s: needs a VIP or a node port", name)
 		}
 		if s.VIP.IsValid() && (s.VIP.Unmap() != s.VIP || s.VIP.IsUnspecified()) {
-			return nil, fmt.Errorf("service %s: VIP %q: want a plain unicast address", name, s.VIP)
+			return fmt.Errorf("service %s: VIP %q: want a plain unicast address", name, s.VIP)
 		}
 		if s.VIP.IsValid() && s.Port == 0 {
-			return nil, fmt.Errorf("service %s: VIP %s needs a port", name, s.VIP)
+			return fmt.Errorf("service %s: VIP %s needs a port", name, s.VIP)
 		}
 		// The frontends: the VIP, and the node port on every node address of
 		// the service's family (IPVS NAT cannot cross address families).
@@ -117,17 +148,17 @@ func build(cfg proxy.Config) (*desired, error) {
 		for _, b := range s.Backends {
 			a := netip.AddrPortFrom(b.Addr.Addr().Unmap(), b.Addr.Port())
 			if !a.Addr().IsValid() || a.Port() == 0 {
-				return nil, fmt.Errorf("service %s: backend %q: want address:port", name, b.Addr)
+				return fmt.Errorf("service %s: backend %q: want address:port", name, b.Addr)
 			}
 			if seen[a] {
-				return nil, fmt.Errorf("service %s: backend %s listed twice", name, a)
+				return fmt.Errorf("service %s: backend %s listed twice", name, a)
 			}
 			seen[a] = true
 			if fam.IsValid() && a.Addr().Is4() != fam.Unmap().Is4() {
-				return nil, fmt.Errorf("service %s: backend %s is not of the frontend's address family: %w", name, a, proxy.ErrUnsupported)
+				return fmt.Errorf("service %s: backend %s is not of the frontend's address family: %w", name, a, proxy.ErrUnsupported)
 			}
 			if b.Weight > 1<<31-1 {
-				return nil, fmt.Errorf("service %s: backend %s: weight %d is above IPVS's maximum %d", name, a, b.Weight, 1<<31-1)
+				return fmt.Errorf("service %s: backend %s: weight %d is above IPVS's maximum %d", name, a, b.Weight, 1<<31-1)
 			}
 			if b.Draining {
 				continue
@@ -146,14 +177,16 @@ func build(cfg proxy.Config) (*desired, error) {
 				// must listen on the port the client addressed.
 				for _, b := range s.Backends {
 					if b.Addr.Port() != f.key.Port {
-						return nil, fmt.Errorf("service %s: forwarding method %s cannot map port %d to backend %s (the backend must listen on port %d): %w",
+						return fmt.Errorf("service %s: forwarding method %s cannot map port %d to backend %s (the backend must listen on port %d): %w",
 							name, method, f.key.Port, b.Addr, f.key.Port, proxy.ErrUnsupported)
 					}
 				}
 			}
 			if prev, dup := d.Services[f.key]; dup {
-				return nil, fmt.Errorf("service %s: frontend %s is also used by service %s", name, f.key, prev.Name)
+				return fmt.Errorf("service %s: frontend %s is also used by service %s", name, f.key, prev.Name)
 			}
+		}
+		for _, f := range fronts {
 			vs := virtualServer{Key: f.key, Sched: string(sched), Flags: flags, Timeout: timeout, Netmask: defaultNetmask(f.key.Addr)}
 			d.Services[f.key] = &wantService{VS: vs, Name: name, Method: method, Dests: dests}
 			if f.node {
@@ -167,7 +200,33 @@ func build(cfg proxy.Config) (*desired, error) {
 			}
 		}
 	}
-	return d, nil
+	return nil
+}
+
+// keep copies the frontends of the service named name from last into d (a
+// refused service keeps its last good state), unless d has them already.
+func (d *desired) keep(last *desired, name string) {
+	if last == nil {
+		return
+	}
+	for k, ws := range last.Services {
+		if ws.Name != name {
+			continue
+		}
+		if _, taken := d.Services[k]; taken {
+			continue
+		}
+		d.Services[k] = ws
+		if last.Nodes[k] {
+			d.Nodes[k] = true
+		} else {
+			d.VIPs[k.Addr] = true
+		}
+		d.Front[k] = true
+		if last.Masq[k] {
+			d.Masq[k] = true
+		}
+	}
 }
 
 // sameService reports whether the kernel's service matches the wanted one in

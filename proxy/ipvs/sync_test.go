@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -337,5 +338,38 @@ func TestGuardedTimeoutAndPanic(t *testing.T) {
 	}
 	if err := guarded("ok", time.Second, func() error { return nil }, func() { t.Error("aborted") }); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBuildRefusesPerService (issue 14): one bad service (two frontends on
+// one key, a backend of the other family) is left out and named; the others
+// are built; a refused service keeps its last good frontends.
+func TestBuildRefusesPerService(t *testing.T) {
+	good := web()
+	good.Name = "good"
+	other := web()
+	other.Name, other.Port = "other", 81
+	last, err := build(proxy.Config{Services: []proxy.Service{good, other}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := other
+	bad.Backends = append(slices.Clone(bad.Backends), proxy.Backend{Addr: netip.MustParseAddrPort("[2001:db8::9]:80"), Weight: 1})
+	d, failed, err := buildEach(proxy.Config{Services: []proxy.Service{good, bad}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(failed) != 1 || !errors.Is(failed[bad.Key()], proxy.ErrUnsupported) {
+		t.Fatalf("failed %v, want only %s (family)", failed, bad.Key())
+	}
+	if d.Services[key(vip1, 80)] == nil || d.Services[key(vip1, 81)] != nil {
+		t.Fatalf("built %v, want only the good service", d.Services)
+	}
+	d.keep(last, serviceName(&bad))
+	if ws := d.Services[key(vip1, 81)]; ws == nil || ws != last.Services[key(vip1, 81)] {
+		t.Errorf("the refused service did not keep its last good state")
+	}
+	if _, err := build(proxy.Config{Services: []proxy.Service{good, bad}}); !proxy.Partial(err) {
+		t.Errorf("build: %v, want a *proxy.ServiceErrors", err)
 	}
 }

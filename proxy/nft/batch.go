@@ -231,6 +231,9 @@ func (d *Dataplane) flushBatch(b *batch, i, n int) error {
 		d.stats.Elements += uint64(dels + adds)
 		d.stats.MaxMessages = max(d.stats.MaxMessages, uint64(msgs))
 		err := c.Flush()
+		if err == nil {
+			d.commits++ // the generation moved by one (gen.go)
+		}
 		if err != nil {
 			d.redial()
 			err = d.batchErr(err, fmt.Sprintf("nft: batch %d of %d (%d messages, %d deletes, %d adds)", i+1, n, msgs, dels, adds))

@@ -242,7 +242,7 @@ func TestPlanValidatesWholeConfig(t *testing.T) {
 	if err == nil {
 		t.Fatal("accepted")
 	}
-	for _, want := range []string{`scheduler "lc"`, "listed twice", "frontend 203.0.113.10:80/TCP is also service", "nodeport 30000/TCP (IPv4) is also service", `node address "invalid IP"`} {
+	for _, want := range []string{`scheduler "lc"`, "listed twice", "frontend 203.0.113.10:80/TCP is also service", `node address "invalid IP"`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
@@ -250,10 +250,31 @@ func TestPlanValidatesWholeConfig(t *testing.T) {
 	if !errors.Is(err, proxy.ErrUnsupported) {
 		t.Error("joined error should still match proxy.ErrUnsupported")
 	}
+	// np's node port is clash's too, but clash is refused and claims none
+	// of its frontends: np is not reported.
+	if strings.Contains(err.Error(), "nodeport 30000/TCP (IPv4) is also service") {
+		t.Errorf("a refused service took np down with it:\n%v", err)
+	}
 	if d.nextID != 1 {
 		t.Errorf("a refused Config consumed ids: next %#x", d.nextID)
 	}
-	ch, err := d.plan(proxy.Config{Services: []proxy.Service{good, np}})
+	// Without the Config-wide fault (the node address) each bad service is
+	// refused alone and the others are planned (issue 14).
+	ch, err := d.plan(proxy.Config{Services: []proxy.Service{good, lc, clash, np}})
+	if err != nil {
+		t.Fatalf("per-service refusals failed the whole plan: %v", err)
+	}
+	if len(ch.failed) != 2 || ch.failed[lc.Key()] == nil || ch.failed[clash.Key()] == nil {
+		t.Errorf("failed %v, want lc and clash", ch.failed)
+	}
+	if !errors.Is(ch.failed[lc.Key()], proxy.ErrUnsupported) {
+		t.Errorf("lc: %v, want ErrUnsupported", ch.failed[lc.Key()])
+	}
+	if len(ch.upserts) != 2 || ch.upserts[0].key != good.Key() || ch.upserts[1].key != np.Key() {
+		t.Errorf("planned %d upserts, want good and np", len(ch.upserts))
+	}
+	d.nextID = 1
+	ch, err = d.plan(proxy.Config{Services: []proxy.Service{good, np}})
 	if err != nil {
 		t.Fatal(err)
 	}

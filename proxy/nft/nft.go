@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/google/nftables"
 	"github.com/mdlayher/netlink"
@@ -32,6 +33,10 @@ type Options struct {
 	Table string
 	// Log receives warnings (default: discarded).
 	Log *slog.Logger
+	// FullEvery: every FullEvery-th Resync reads the tables back in full even
+	// when the ruleset generation says nothing changed (0: DefaultFullEvery;
+	// 1: every Resync reads back, the behaviour before the gate).
+	FullEvery int
 
 	// Tests only: the receive buffer to force (bytes, before the kernel
 	// doubles it) and the messages per batch, instead of what dial derives.
@@ -44,6 +49,11 @@ type Stats struct {
 	Messages uint64 // nftables messages in them
 	Elements uint64 // set elements added or deleted
 	Reads    uint64 // full read-backs of the table (first Apply, Resync, repair)
+	Resyncs  uint64 // Resync calls
+	Gated    uint64 // of them, answered by the generation gate (nothing committed since the kernel equalled the model)
+	// GatedForeign: of Gated, those where others had committed meanwhile,
+	// but only to other tables (as the change monitor saw).
+	GatedForeign uint64
 	// MaxMessages is the most messages one transaction carried: each is
 	// acknowledged, so it stays within what the receive buffer holds.
 	MaxMessages uint64
@@ -73,9 +83,22 @@ type Dataplane struct {
 	hintBE map[uint32]map[uint32]string // id → bucket → backend, as found
 	gen    uint64                       // Apply counter, marks the services a Config names
 	order  []*svcState                  // the last Config's services, in its order (nil: refused or unknown)
-	synced bool                         // the kernel was read back since New or Cleanup
-	dirty  bool                         // a write failed: the kernel may differ from the model
-	stats  Stats
+	good   []*svcState                  // order as of the last Apply the kernel took (isolate.go)
+	// kernelRefused are changes the kernel refused (isolate.go), not tried
+	// again while the Config asks for the very same input.
+	kernelRefused map[proxy.Key]refusedChange
+	synced        bool // the kernel was read back since New or Cleanup
+	dirty         bool // a write failed: the kernel may differ from the model
+	stats         Stats
+
+	// The generation gate (gen.go): a second netlink socket for GETGEN, the
+	// transactions this dataplane committed, and the generation at which the
+	// kernel last equalled the model.
+	genConn *netlink.Conn
+	commits uint64
+	clean   genGate
+	mon     *monitor
+	portid  atomic.Uint32 // conn's netlink port id: its own notifications are not foreign
 }
 
 var _ proxy.Dataplane = (*Dataplane)(nil)
@@ -100,6 +123,19 @@ func New(opts Options) (*Dataplane, error) {
 	d.reset()
 	if err := d.dial(); err != nil {
 		return nil, err
+	}
+	gc, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: opts.NetNS})
+	if err != nil {
+		d.conn.CloseLasting()
+		return nil, kernelErr("nft: open netlink for the ruleset generation", err)
+	}
+	d.genConn = gc
+	if m, err := newMonitor(opts.NetNS, opts.Table, d.portid.Load); err == nil {
+		d.mon = m
+	} else {
+		// Without it the generation gate still works; foreign commits to
+		// other tables then cost a full read.
+		opts.Log.Warn("nft: no change monitor; resyncs read back after any nf_tables commit", "err", err)
 	}
 	if _, err := d.conn.ListTablesOfFamily(nftables.TableFamilyIPv4); err != nil {
 		d.conn.CloseLasting()
@@ -151,6 +187,11 @@ func (d *Dataplane) dial() error {
 			}
 			snd, _ = unix.GetsockoptInt(s, unix.SOL_SOCKET, unix.SO_SNDBUF)
 			rcv, _ = unix.GetsockoptInt(s, unix.SOL_SOCKET, unix.SO_RCVBUF)
+			if sa, err := unix.Getsockname(s); err == nil {
+				if nl, ok := sa.(*unix.SockaddrNetlink); ok {
+					d.portid.Store(nl.Pid)
+				}
+			}
 		})
 	}
 	opts := []nftables.ConnOption{nftables.AsLasting(), nftables.WithSockOptions(setBuf)}
@@ -191,6 +232,7 @@ func (d *Dataplane) reset() {
 	d.chains = map[famChain]int{}
 	d.hints, d.hintBE, d.order = nil, nil, nil
 	d.synced, d.dirty = false, false
+	d.clean.valid = false
 	if d.nextID == 0 {
 		d.nextID = 1
 	}
@@ -208,18 +250,37 @@ func (d *Dataplane) Stats() Stats {
 
 var errClosed = errors.New("nft: dataplane closed")
 
-// Apply implements proxy.Dataplane. The whole Config is validated first: if
-// any service is invalid or needs what nftables cannot do (lc, wlc, sed, nq,
-// mh schedulers; DR or tunnel methods → proxy.ErrUnsupported), nothing is
-// changed and the error names every such service. Otherwise only the
-// elements of services that differ from the last Apply are written, in one
-// netlink batch for a small change.
+// Apply implements proxy.Dataplane. Refusals are per service: a service
+// that is invalid, needs what nftables cannot do (lc, wlc, sed, nq, mh
+// schedulers; DR or tunnel methods → proxy.ErrUnsupported) or claims another
+// one's frontend is left out — it keeps what it had, a new one is not
+// programmed — every other service is written, and the error is a
+// *proxy.ServiceErrors naming each refused one. Only Config-wide faults (a
+// bad node address) refuse the whole Config. Only the elements of services
+// that differ from the last Apply are written, in one netlink batch for a
+// small change.
 func (d *Dataplane) Apply(ctx context.Context, cfg proxy.Config) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
 		return errClosed
 	}
+	good := d.good
+	cfg, known := d.skipRefused(cfg)
+	err := d.apply(ctx, cfg)
+	if err == nil || proxy.Partial(err) {
+		d.good = d.order
+		return withRefused(err, known)
+	}
+	if !refusedByKernel(ctx, err) || good == nil {
+		return err
+	}
+	return withRefused(d.isolate(ctx, cfg, good, err), known)
+}
+
+// apply is Apply without the lock and without isolating kernel refusals.
+func (d *Dataplane) apply(ctx context.Context, cfg proxy.Config) error {
+	g0, c0, gok := d.genBefore()
 	var snap *snapshot
 	if !d.synced || d.dirty {
 		var err error
@@ -234,6 +295,13 @@ func (d *Dataplane) Apply(ctx context.Context, cfg proxy.Config) error {
 	if err != nil {
 		return err
 	}
+	var refused error
+	if len(ch.failed) > 0 {
+		refused = &proxy.ServiceErrors{Failed: ch.failed}
+	}
+	// An incremental write keeps the kernel equal to the model only if it
+	// was equal before (at g0); a full sync makes it so from the read-back.
+	wasClean := snap != nil || (gok && d.clean.valid && d.clean.gen == g0)
 	created, deleted := d.commit(ch)
 	if snap != nil {
 		err = d.recoverLostAcks(ctx, d.fullSync(ctx, snap))
@@ -241,17 +309,27 @@ func (d *Dataplane) Apply(ctx context.Context, cfg proxy.Config) error {
 		err = d.incremental(ctx, ch, created, deleted)
 	}
 	if err != nil {
-		d.dirty = true
+		d.dirty, d.clean.valid = true, false
 		return err
 	}
 	d.synced, d.dirty, d.hints, d.hintBE = true, false, nil, nil
-	return nil
+	if wasClean {
+		d.settle(g0, c0, gok)
+	} else {
+		d.clean.valid = false
+	}
+	return refused
 }
 
 // Resync implements proxy.Dataplane: it reads the table back and repairs
 // whatever differs from the model — a deleted table, chain, rule, set or
 // element is restored, a changed element rewritten, an element edgelb does
 // not want removed. Rules and chains without edgelb's marks stay.
+//
+// When no nf_tables transaction was committed in the namespace since the
+// kernel last equalled the model (the ruleset generation, gen.go), there is
+// nothing to repair and Resync costs one netlink round trip instead of a
+// read-back of every element; every FullEvery-th call reads back anyway.
 func (d *Dataplane) Resync(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -261,15 +339,26 @@ func (d *Dataplane) Resync(ctx context.Context) error {
 	if !d.synced {
 		return nil // nothing applied yet
 	}
+	d.stats.Resyncs++
+	every := uint64(d.opts.FullEvery)
+	if every == 0 {
+		every = DefaultFullEvery
+	}
+	if !d.dirty && d.stats.Resyncs%every != 0 && d.unchanged() {
+		d.stats.Gated++
+		return nil
+	}
+	g0, c0, gok := d.genBefore()
 	snap, err := d.read()
 	if err != nil {
 		return err
 	}
 	if err := d.recoverLostAcks(ctx, d.fullSync(ctx, snap)); err != nil {
-		d.dirty = true
+		d.dirty, d.clean.valid = true, false
 		return err
 	}
 	d.dirty = false
+	d.settle(g0, c0, gok)
 	return nil
 }
 
@@ -308,6 +397,12 @@ func (d *Dataplane) Close() error {
 		return nil
 	}
 	d.closed = true
+	if d.genConn != nil {
+		d.genConn.Close()
+	}
+	if d.mon != nil {
+		d.mon.close()
+	}
 	return d.conn.CloseLasting()
 }
 
@@ -318,6 +413,17 @@ type changes struct {
 	removes []*svcState
 	nodes   map[netip.Addr]bool // nil: unchanged
 	order   []*svcState         // the Config's services in its order
+	failed  map[proxy.Key]error // services refused one by one (nil: none)
+}
+
+// refuse records a per-service refusal; the first reason for a key wins.
+func (ch *changes) refuse(k proxy.Key, err error) {
+	if ch.failed == nil {
+		ch.failed = map[proxy.Key]error{}
+	}
+	if _, ok := ch.failed[k]; !ok {
+		ch.failed[k] = err
+	}
 }
 
 // plan validates cfg and computes what changes. It does not touch the model.
@@ -346,7 +452,7 @@ func (d *Dataplane) plan(cfg proxy.Config) (*changes, error) {
 		key := s.Key()
 		if old != nil {
 			if old.gen == gen {
-				errs = append(errs, svcError(s, fmt.Errorf("listed twice (service %d)", i)))
+				ch.refuse(key, svcError(s, fmt.Errorf("listed twice (service %d)", i)))
 				continue
 			}
 			old.gen = gen
@@ -360,14 +466,17 @@ func (d *Dataplane) plan(cfg proxy.Config) (*changes, error) {
 				fresh = map[proxy.Key]int{}
 			}
 			if j, dup := fresh[key]; dup {
-				errs = append(errs, svcError(s, fmt.Errorf("listed twice (services %d and %d)", j, i)))
+				ch.refuse(key, svcError(s, fmt.Errorf("listed twice (services %d and %d)", j, i)))
 				continue
 			}
 			fresh[key] = i
 		}
 		st, err := prepare(s)
 		if err != nil {
-			errs = append(errs, err)
+			// Refused alone: a service programmed before keeps its last
+			// good state (old stays marked, so it is not removed).
+			ch.refuse(key, err)
+			order[i] = old
 			continue
 		}
 		st.gen = gen
@@ -396,7 +505,8 @@ func (d *Dataplane) plan(cfg proxy.Config) (*changes, error) {
 			}
 		}
 	}
-	errs = append(errs, d.checkFrontends(ch)...)
+	d.checkFrontends(ch)
+	ch.dropRefused(order)
 
 	nodes := make(map[netip.Addr]bool, len(cfg.NodeAddrs))
 	for _, a := range cfg.NodeAddrs {
@@ -410,6 +520,10 @@ func (d *Dataplane) plan(cfg proxy.Config) (*changes, error) {
 		ch.nodes = nodes
 	}
 	if len(errs) > 0 {
+		// Config-wide: nothing is programmed, so name every refusal.
+		if len(ch.failed) > 0 {
+			errs = append(errs, &proxy.ServiceErrors{Failed: ch.failed})
+		}
 		return nil, errors.Join(errs...)
 	}
 	// Ids last, so a refused Config consumes none.
@@ -463,9 +577,9 @@ func mapsEqual(a, b map[netip.Addr]bool) bool {
 // checkFrontends refuses two services answering on the same frontend (the
 // same VIP:port/proto under keys that differ by node port, or one node port
 // twice).
-func (d *Dataplane) checkFrontends(ch *changes) []error {
+func (d *Dataplane) checkFrontends(ch *changes) {
 	if len(ch.upserts) == 0 {
-		return nil
+		return
 	}
 	moving := make(map[proxy.Key]bool, len(ch.upserts)+len(ch.removes))
 	for _, st := range ch.upserts {
@@ -474,21 +588,55 @@ func (d *Dataplane) checkFrontends(ch *changes) []error {
 	for _, st := range ch.removes {
 		moving[st.key] = true
 	}
-	var errs []error
 	claimed := map[frontend]proxy.Key{}
 	for _, st := range ch.upserts {
+		// A refused service claims none of its frontends, so it cannot
+		// take a later, valid one down with it.
+		bad := false
 		for _, f := range st.frontends() {
-			if other, ok := claimed[f]; ok {
-				errs = append(errs, svcError(&st.in, fmt.Errorf("frontend %s is also service %s's", f, other)))
-				continue
+			other, ok := claimed[f]
+			if !ok {
+				other, ok = d.fronts[f]
+				ok = ok && other != st.key && !moving[other]
 			}
-			claimed[f] = st.key
-			if other, ok := d.fronts[f]; ok && other != st.key && !moving[other] {
-				errs = append(errs, svcError(&st.in, fmt.Errorf("frontend %s is also service %s's", f, other)))
+			if ok {
+				ch.refuse(st.key, svcError(&st.in, fmt.Errorf("frontend %s is also service %s's", f, other)))
+				bad = true
 			}
 		}
+		if bad {
+			continue
+		}
+		for _, f := range st.frontends() {
+			claimed[f] = st.key
+		}
 	}
-	return errs
+}
+
+// dropRefused takes the upserts refused after prepare (a frontend conflict)
+// out of the plan: the one it would replace stays as it is.
+func (ch *changes) dropRefused(order []*svcState) {
+	if len(ch.failed) == 0 {
+		return
+	}
+	back := map[*svcState]*svcState{}
+	ups, olds := ch.upserts[:0], ch.olds[:0]
+	for i, st := range ch.upserts {
+		if _, bad := ch.failed[st.key]; bad {
+			back[st] = ch.olds[i]
+			continue
+		}
+		ups, olds = append(ups, st), append(olds, ch.olds[i])
+	}
+	ch.upserts, ch.olds = ups, olds
+	if len(back) == 0 {
+		return
+	}
+	for i, st := range order {
+		if old, ok := back[st]; ok {
+			order[i] = old
+		}
+	}
 }
 
 // commit makes the planned state the model. It returns the pick-* and
