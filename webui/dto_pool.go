@@ -14,9 +14,11 @@ import (
 // Addresses are strings ("192.0.2.0/24", "192.0.2.10-192.0.2.20",
 // "2001:db8::/120") parsed once here into lb.Range.
 type PoolSpec struct {
-	Name          string             `json:"name"`
-	Addresses     []string           `json:"addresses"`
-	AutoAssign    bool               `json:"autoAssign"`
+	Name      string   `json:"name"`
+	Addresses []string `json:"addresses"`
+	// AutoAssign defaults to true (as in YAML, IPPool objects and MetalLB):
+	// absent means true, so a pointer.
+	AutoAssign    *bool              `json:"autoAssign,omitempty"`
 	AvoidBuggyIPs bool               `json:"avoidBuggyIPs"`
 	Advertisement *AdvertisementSpec `json:"advertisement,omitempty"`
 }
@@ -48,7 +50,7 @@ var wellKnownCommunities = map[string]bool{
 // error. It checks the pool on its own (lb.Pool.Validate); overlaps with
 // other pools and addresses in use are the Manager's to refuse (409).
 func parsePool(s PoolSpec) (lb.Pool, error) {
-	p := lb.Pool{Name: s.Name, AutoAssign: s.AutoAssign, AvoidBuggyIPs: s.AvoidBuggyIPs}
+	p := lb.Pool{Name: s.Name, AutoAssign: s.AutoAssign == nil || *s.AutoAssign, AvoidBuggyIPs: s.AvoidBuggyIPs}
 	if err := lb.ValidateName(s.Name); err != nil {
 		return lb.Pool{}, &lb.FieldError{Field: "name", Value: s.Name, Err: err}
 	}
@@ -116,7 +118,7 @@ func checkLargeCommunity(c string) error {
 
 // poolSpecOf renders an lb.Pool back into the DTO.
 func poolSpecOf(p lb.Pool) PoolSpec {
-	s := PoolSpec{Name: p.Name, Addresses: p.RangeStrings(), AutoAssign: p.AutoAssign, AvoidBuggyIPs: p.AvoidBuggyIPs}
+	s := PoolSpec{Name: p.Name, Addresses: p.RangeStrings(), AutoAssign: &p.AutoAssign, AvoidBuggyIPs: p.AvoidBuggyIPs}
 	a := p.Advertisement
 	if len(a.Communities) > 0 || len(a.LargeCommunities) > 0 || a.LocalPref != 0 || a.AggregationLen != 0 {
 		s.Advertisement = &AdvertisementSpec{Communities: a.Communities, LargeCommunities: a.LargeCommunities,

@@ -65,6 +65,9 @@ type ServiceStatus struct {
 	Spec     ServiceSpec `json:"spec"`
 	Assigned []string    `json:"assigned"`
 	Pending  string      `json:"pending,omitempty"`
+	// Failed is why the running dataplane refused this service at its last
+	// apply (the others were programmed); "" while it is programmed.
+	Failed string `json:"failed,omitempty"`
 }
 
 func fieldErr(field, value, format string, args ...any) error {
@@ -105,6 +108,16 @@ func parseDuration(field, s string) (time.Duration, error) {
 		return 0, fieldErr(field, s, "must not be negative")
 	}
 	return d, nil
+}
+
+// parsePositiveDuration is parseDuration for a duration that, when given,
+// must be more than 0 (absent stays 0: the default applies).
+func parsePositiveDuration(field, s string) (time.Duration, error) {
+	d, err := parseDuration(field, s)
+	if err == nil && s != "" && d == 0 {
+		return 0, fieldErr(field, s, "must be more than 0")
+	}
+	return d, err
 }
 
 // parseService turns the DTO into an lb.ServiceSpec. It checks what can be
@@ -193,8 +206,8 @@ func parseService(s ServiceSpec) (lb.ServiceSpec, error) {
 		if b.Weight != nil {
 			w = *b.Weight
 		}
-		if w < 0 || w > math.MaxUint32 {
-			return lb.ServiceSpec{}, fieldErr(f+".weight", strconv.FormatInt(w, 10), "must be 0..4294967295 (0 drains the backend)")
+		if w < 0 || w > lb.MaxWeight {
+			return lb.ServiceSpec{}, fieldErr(f+".weight", strconv.FormatInt(w, 10), "out of range 0-%d (0 drains the backend)", lb.MaxWeight)
 		}
 		out.Backends = append(out.Backends, lb.BackendSpec{Addr: a, Port: port, Weight: uint32(w)})
 	}
@@ -211,17 +224,19 @@ func parseService(s ServiceSpec) (lb.ServiceSpec, error) {
 	if h := s.HealthCheck; h != nil {
 		hc := &lb.HealthCheck{Type: h.Type, Path: h.Path, Host: h.Host, Expect: h.ExpectStatus, Rise: h.Rise, Fall: h.Fall}
 		switch h.Type {
-		case "tcp", "http", "https":
+		case "", "tcp", "http", "https": // "" = tcp (lb.NormalizeHealth), as in the config file
 		default:
 			return lb.ServiceSpec{}, fieldErr("healthCheck.type", h.Type, "want tcp, http or https")
 		}
 		if h.ExpectStatus != 0 && (h.ExpectStatus < 100 || h.ExpectStatus > 599) {
 			return lb.ServiceSpec{}, fieldErr("healthCheck.expectStatus", strconv.Itoa(h.ExpectStatus), "want an HTTP status 100..599")
 		}
-		if hc.Interval, err = parseDuration("healthCheck.interval", h.Interval); err != nil {
+		// Absent: lb.NormalizeHealth's default, as in the config file; given
+		// as 0: refused, as in the config file ("0s": must be more than 0).
+		if hc.Interval, err = parsePositiveDuration("healthCheck.interval", h.Interval); err != nil {
 			return lb.ServiceSpec{}, err
 		}
-		if hc.Timeout, err = parseDuration("healthCheck.timeout", h.Timeout); err != nil {
+		if hc.Timeout, err = parsePositiveDuration("healthCheck.timeout", h.Timeout); err != nil {
 			return lb.ServiceSpec{}, err
 		}
 		if h.Rise < 0 {
@@ -279,7 +294,7 @@ func serviceSpecOf(s lb.ServiceSpec) ServiceSpec {
 }
 
 func serviceStatusOf(s lb.ServiceStatus) ServiceStatus {
-	out := ServiceStatus{Spec: serviceSpecOf(s.Spec), Assigned: []string{}, Pending: s.Pending}
+	out := ServiceStatus{Spec: serviceSpecOf(s.Spec), Assigned: []string{}, Pending: s.Pending, Failed: s.Failed}
 	for _, v := range s.VIPs {
 		out.Assigned = append(out.Assigned, v.String())
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/edgelb/edgelb/lb"
+	"github.com/edgelb/edgelb/proxy"
 )
 
 // APIError is every error body the API sends:
@@ -23,8 +24,9 @@ func (e *APIError) Error() string { return e.Message }
 
 func apiErr(status int, msg string) *APIError { return &APIError{Status: status, Message: msg} }
 
-// toAPIError maps typed errors to statuses: bad input 400, unknown name
-// 404, clashes with current state 409; anything else is ours (500) and its
+// toAPIError maps typed errors to statuses: bad input 400, what the
+// running dataplane cannot do 422, unknown name 404, clashes with current
+// state 409; anything else is ours (500) and its
 // text is logged, not sent.
 func toAPIError(err error, log *slog.Logger) *APIError {
 	var ae *APIError
@@ -35,6 +37,10 @@ func toAPIError(err error, log *slog.Logger) *APIError {
 	switch {
 	case errors.As(err, &ae):
 		return ae
+	case errors.As(err, &fe) && errors.Is(err, proxy.ErrUnsupported):
+		// Well-formed, but the running dataplane cannot do it (lc on
+		// nftables): 422, naming the field; nothing was stored.
+		return &APIError{Status: http.StatusUnprocessableEntity, Message: fe.Error(), Field: fe.Field, Value: fe.Value}
 	case errors.As(err, &fe):
 		return &APIError{Status: http.StatusBadRequest, Message: fe.Error(), Field: fe.Field, Value: fe.Value}
 	case errors.As(err, &ce):

@@ -110,7 +110,10 @@ type hub struct {
 	haveVersion    bool
 	history        []*frame
 	histBytes      int
-	clients        map[*client]struct{}
+	// series is the charts' 15-minute history, kept like state: only
+	// while viewed (sampleSeries, dropState).
+	series  *seriesStore
+	clients map[*client]struct{}
 
 	// Flow watching (runFlows): src once known, whether Watch runs, when
 	// the last dump began; viewers wakes runFlows when clients come and go.
@@ -140,7 +143,7 @@ func newHub(cfg hubConfig) *hub {
 	return &hub{cfg: cfg, boot: hex.EncodeToString(b[:]),
 		flows: map[uint64]*flowEntry{}, destroyed: map[uint64]uint64{}, agg: newAggregates(),
 		pending: map[uint64]*pendingFlow{}, dirty: map[vipKey]struct{}{},
-		state:   emptyState(),
+		state: emptyState(), series: newSeriesStore(),
 		clients: map[*client]struct{}{}, viewers: make(chan struct{}, 1)}
 }
 
@@ -345,9 +348,11 @@ func (h *hub) parseID(s string) (uint64, bool) {
 // snapshot copies the state (encoding happens outside the lock). Pending
 // flow changes are flushed first, so the snapshot is exactly the state
 // after the last frame and no later delta repeats what it already holds.
-func (h *hub) snapshot() (uint64, Snapshot) {
+func (h *hub) snapshot() (uint64, Snapshot, Series) {
 	h.mu.Lock()
 	h.flushLocked()
+	// The series under the same lock: no "sample" can fall between them.
+	ser := h.seriesLocked()
 	s := Snapshot{Time: h.cfg.now().UTC(), Pools: h.state["pools"], Services: h.state["services"],
 		Announce: h.state["announce"], Stats: h.agg.all(), FlowsTotal: len(h.flows)}
 	raw := make([]proxy.Flow, 0, len(h.flows))
@@ -357,7 +362,34 @@ func (h *hub) snapshot() (uint64, Snapshot) {
 	id := h.seq
 	h.mu.Unlock()
 	s.Flows = newestFlows(raw, h.cfg.maxSnapFlows)
-	return id, s
+	return id, s, ser
+}
+
+// seriesLocked is the charts' whole window, as the "series" event that
+// follows every snapshot.
+func (h *hub) seriesLocked() Series {
+	return Series{Step: SeriesStep.Seconds(), Times: h.series.timesOldestFirst(), VIPs: h.series.view(0)}
+}
+
+// sampleSeries closes one chart step: every aggregate is sampled into its
+// ring and the newest step goes out as a "sample" event. Pending flow
+// changes are flushed first so the sample matches the deltas sent before it.
+func (h *hub) sampleSeries() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.flushLocked()
+	now := h.cfg.now().UTC()
+	first := !h.series.started
+	h.series.take(h.agg, now)
+	if first {
+		return // a baseline, not a step
+	}
+	data, err := marshal(SeriesFrame{Time: now, Step: SeriesStep.Seconds(), VIPs: h.series.view(1)})
+	if err != nil {
+		h.cfg.log.Error("webui: encode sample", "err", err)
+		return
+	}
+	h.emitLocked("sample", data)
 }
 
 // newestFlows returns up to n flows, newest first (ties by ID for stable output).
@@ -378,14 +410,23 @@ func newestFlows(raw []proxy.Flow, n int) []Flow {
 	return out
 }
 
+// snapshotFrame is the "snapshot" event followed by the charts' "series"
+// event (no id of its own: a resume point is always after both).
 func (h *hub) snapshotFrame() *frame {
-	id, s := h.snapshot()
+	id, s, ser := h.snapshot()
 	data, err := marshal(s)
 	if err != nil {
 		h.cfg.log.Error("webui: encode snapshot", "err", err)
 		data = []byte(`{}`)
 	}
-	return &frame{id: id, data: h.encode(id, "snapshot", data)}
+	out := h.encode(id, "snapshot", data)
+	if sd, err := marshal(ser); err == nil {
+		out = append(out, "event: series\ndata: "...)
+		out = append(append(out, sd...), "\n\n"...)
+	} else {
+		h.cfg.log.Error("webui: encode series", "err", err)
+	}
+	return &frame{id: id, data: out}
 }
 
 func (h *hub) flowList(frontend string, limit int) (int, []Flow) {
@@ -512,6 +553,7 @@ func (h *hub) dropState() {
 	h.state, h.stateLive, h.haveVersion = emptyState(), false, false
 	clear(h.history)
 	h.history, h.histBytes = nil, 0
+	h.series = newSeriesStore()
 }
 
 // ensureState reads the state now if it is not being kept current: a

@@ -255,6 +255,8 @@ func (s *Server) Run(ctx context.Context) {
 	close(s.primed)
 	wg.Add(1)
 	go func() { defer wg.Done(); s.hub.runBatches(ctx) }()
+	wg.Add(1)
+	go func() { defer wg.Done(); s.hub.runSeries(ctx, SeriesStep) }()
 	t := time.NewTicker(s.opts.PollInterval)
 	defer t.Stop()
 loop:

@@ -4,6 +4,7 @@ package webui
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -179,6 +180,37 @@ func TestUIPage(t *testing.T) {
 	hs.set(dead, true, "")
 	if row, err := b.WaitBackendState(frontend.String(), dead, "up", 5*time.Second); err != nil || row.StateDetail != "" {
 		t.Errorf("recovered backend: %+v %v", row, err)
+	}
+
+	// Charts: once a 5 s step is drawn, a down → up cycle of the backend is
+	// marked on every panel of its VIP (transitions before the first step
+	// are outside the chart).
+	fe := frontend.String()
+	if _, err := b.WaitCharts(fe, `c.length === 3 && c[0].lines.length === 4 && c[0].lines[0].values.length >= 1`, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	hs.set(dead, false, why)
+	if _, err := b.WaitCharts(fe, `c.every((p) => p.marks.includes('`+dead+` down'))`, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	ups := `c.map((p) => p.marks.filter((m) => m === '` + dead + ` up').length)`
+	prev, err := b.Charts(fe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, m := range prev[0].Marks {
+		if m == dead+" up" {
+			n++
+		}
+	}
+	hs.set(dead, true, "")
+	panels, err := b.WaitCharts(fe, fmt.Sprintf(`%s.every((k) => k === %d)`, ups, n+1), 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range panels {
+		t.Logf("chart %q: %d lines, %d points on the VIP's, marks %v", p.Metric, len(p.Lines), len(p.Lines[0].Values), p.Marks)
 	}
 	stop()
 }

@@ -91,3 +91,35 @@ func TestReadmeConfigIsValid(t *testing.T) {
 		t.Fatalf("README config: exit %d\n%s", code, out)
 	}
 }
+
+// TestCheckReportsUnmetRequests (issue 13): a config the daemon would
+// start with a service left pending is reported, with the service and why.
+func TestCheckReportsUnmetRequests(t *testing.T) {
+	code, out := runCheck(t, `
+pools:
+  - name: p
+    addresses: ["192.0.2.100-192.0.2.101"]
+services:
+  - {name: a, pool: p, vip: 192.0.2.100, ports: [{port: 80}], backends: [{address: "198.51.100.1:80"}]}
+  - {name: c, pool: p, ports: [{port: 80}], backends: [{address: "198.51.100.3:80"}]}
+  - {name: d, pool: p, ports: [{port: 80}], backends: [{address: "198.51.100.3:80"}]}
+`, "--no-host")
+	t.Log(out)
+	if code != 1 || !strings.Contains(out, `1 service(s) would get no address`) || !strings.Contains(out, `services "d": allocate an IPv4 address for service "d" from pool "p"`) {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	// The requester keeps its address whatever the names: "a" is met, and
+	// with the request named last it still is.
+	code, out = runCheck(t, `
+pools:
+  - name: p
+    addresses: ["192.0.2.100-192.0.2.101"]
+services:
+  - {name: a, pool: p, ports: [{port: 80}], backends: [{address: "198.51.100.1:80"}]}
+  - {name: b, pool: p, ports: [{port: 80}], backends: [{address: "198.51.100.1:80"}]}
+  - {name: z, pool: p, vip: 192.0.2.100, ports: [{port: 80}], backends: [{address: "198.51.100.3:80"}]}
+`, "--no-host")
+	if code != 1 || strings.Contains(out, `services "z"`) || !strings.Contains(out, `services "b"`) {
+		t.Fatalf("exit %d, want only the automatic b unmet:\n%s", code, out)
+	}
+}

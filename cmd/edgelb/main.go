@@ -25,6 +25,10 @@ var commands = []command{
 	{"demo", "build a namespace lab and show edgelb forwarding real traffic", cmdDemo},
 	{"cleanup", "remove everything edgelb programmed (nft tables, IPVS services, devices)", cmdCleanup},
 	{"backend-setup", "print or apply what a DR/tunnel backend needs", cmdBackendSetup},
+	{"status", "an ipvsadm -ln-like table of VIPs, backends, connections and health from the REST API", cmdStatus},
+	{"pools", "REST client: pools get|apply -f|delete", cmdPools},
+	{"services", "REST client: services get|apply -f|delete", cmdServices},
+	{"migrate", "convert MetalLB objects or a keepalived.conf into edgelb configuration, with a report", cmdMigrate},
 	{"version", "print the version", cmdVersion},
 }
 

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
 
 	"github.com/edgelb/edgelb/cmd/edgelb/internal/daemon"
 	"github.com/edgelb/edgelb/cmd/edgelb/internal/version"
+	"github.com/edgelb/edgelb/lb/store"
 )
 
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -31,5 +33,25 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	log := slog.New(h)
 	log.Info("starting", "version", version.String(), "config", *path, "pid", os.Getpid())
-	return daemon.Run(ctx, daemon.Options{ConfigPath: *path, Logger: log})
+	return runExit(daemon.Run(ctx, daemon.Options{ConfigPath: *path, Logger: log}))
+}
+
+// Exit codes of `edgelb run` beyond 0, 1 (any other failure) and 2 (usage):
+// a state that cannot be trusted is not something a restart fixes, so the
+// systemd unit lists them in RestartPreventExitStatus instead of looping.
+const (
+	exitStoreUntrusted = 3 // the state file is damaged, from a newer edgelb, or holds conflicting assignments
+	exitStateGone      = 4 // the state file is missing or empty while edgelb's tables are in the kernel
+)
+
+func runExit(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrDamaged), errors.Is(err, store.ErrVersion), errors.Is(err, store.ErrConflict):
+		return &exitError{exitStoreUntrusted, err}
+	case errors.Is(err, daemon.ErrStateGone):
+		return &exitError{exitStateGone, err}
+	}
+	return err
 }

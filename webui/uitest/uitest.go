@@ -267,3 +267,51 @@ func (b *Browser) Screenshot(path string) error {
 	}
 	return os.WriteFile(path, png, 0o644)
 }
+
+// ChartLine is one line of one chart panel: its raw per-step values (counts
+// for connections and bytes, live connections for "active connections") and
+// the cumulative counters just before its first point.
+type ChartLine struct {
+	Series    string   `json:"series"` // "VIP" or the backend
+	BaseConns uint64   `json:"baseConns"`
+	BaseBytes uint64   `json:"baseBytes"`
+	Values    []uint64 `json:"values"`
+	Points    int      `json:"points"` // vertices drawn
+}
+
+// ChartPanel is one SVG of a VIP's charts.
+type ChartPanel struct {
+	Metric string      `json:"metric"` // "connections/s", "active connections", "bytes/s"
+	Lines  []ChartLine `json:"lines"`
+	Marks  []string    `json:"marks"` // "backend up|down" per health mark drawn
+}
+
+const readCharts = `((frontend) => {
+  const f = [...document.querySelectorAll('figure.charts')].find((f) => f.dataset.frontend === frontend);
+  if (!f) return [];
+  return [...f.querySelectorAll('svg.chart')].map((s) => ({
+    metric: s.dataset.metric,
+    lines: [...s.querySelectorAll('polyline')].map((p) => ({ series: p.dataset.series,
+      baseConns: +p.dataset.baseConns, baseBytes: +p.dataset.baseBytes,
+      values: p.dataset.values ? p.dataset.values.split(',').map(Number) : [],
+      points: p.getAttribute('points') ? p.getAttribute('points').trim().split(/\s+/).length : 0 })),
+    marks: [...s.querySelectorAll('line.mark')].map((m) => m.dataset.backend + ' ' + (m.classList.contains('down') ? 'down' : 'up')),
+  }));
+})(%s)`
+
+// Charts reads the chart panels drawn under the table of frontend.
+func (b *Browser) Charts(frontend string) ([]ChartPanel, error) {
+	return chromedp.Run(b.ctx, chromedp.Evaluate[[]ChartPanel](fmt.Sprintf(readCharts, strconv.Quote(frontend))))
+}
+
+// WaitCharts polls until the JavaScript predicate (given the panels as
+// `c`) is true, or within passes.
+func (b *Browser) WaitCharts(frontend, pred string, within time.Duration) ([]ChartPanel, error) {
+	cond := fmt.Sprintf(`(() => { const c = %s; return !!(%s); })()`, fmt.Sprintf(readCharts, strconv.Quote(frontend)), pred)
+	err := b.poll(cond, within)
+	c, cerr := b.Charts(frontend)
+	if err != nil {
+		return c, fmt.Errorf("charts of %s: %q not true within %v: %w", frontend, pred, within, err)
+	}
+	return c, cerr
+}

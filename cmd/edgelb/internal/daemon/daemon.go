@@ -34,14 +34,17 @@ type Options struct {
 // left serving for a restart.
 func Run(ctx context.Context, o Options) error {
 	log := o.Logger
+	var up startup
 	cfg, err := config.Load(o.ConfigPath)
 	if err != nil {
 		return err
 	}
+	up.mark("config")
 	findings, err := HostFindings(cfg, hostcheck.System())
 	if err != nil {
 		return err
 	}
+	up.mark("checks")
 	for _, f := range findings {
 		lvl := slog.LevelInfo
 		if f.Severity >= hostcheck.Warn {
@@ -82,10 +85,12 @@ func Run(ctx context.Context, o Options) error {
 	defer w.close()
 	engCtx, stopEngine := context.WithCancel(context.Background())
 	defer stopEngine()
-	go w.run(engCtx)
+	engDone := make(chan struct{})
+	go func() { defer close(engDone); w.run(engCtx) }()
 	if err := w.start(ctx); err != nil {
 		return err
 	}
+	up.mark("writer")
 	// The writer holds the pools and services now (the engine copies them;
 	// the controller never reads them). cfg lives until shutdown for the
 	// settings a reload compares, and with 10,000 services the parsed
@@ -148,6 +153,7 @@ func Run(ctx context.Context, o Options) error {
 
 	runCtx, stopRun := context.WithCancel(context.Background())
 	defer stopRun()
+	fx.refused = refusedRelay(runCtx, w.setRefused, log.With("component", "effects"))
 	desired := make(chan Desired, 1)
 	go forwardDesired(runCtx, w.desired, desired, checker)
 	fxDone := make(chan struct{})
@@ -155,7 +161,9 @@ func Run(ctx context.Context, o Options) error {
 		defer close(fxDone)
 		fx.run(runCtx, desired, func() {
 			notify.Ready("serving")
-			log.Info("dataplane converged; ready", "dataplane", dp.Name())
+			up.mark("apply")
+			log.Info("dataplane converged; ready", append([]any{"dataplane", dp.Name()}, up.fields()...)...)
+			up.register(reg)
 		})
 	}()
 	if err := api.Start(runCtx); err != nil {
@@ -194,6 +202,16 @@ func Run(ctx context.Context, o Options) error {
 	stopRun()
 	<-fxDone
 	var errs []error
+	// Stop the writer and wait for it: in cluster mode that is when the
+	// controller releases its Lease, so another gateway leads at once
+	// instead of after the Lease expires (issue 13: 18–21 s, because the
+	// process exited before the release was sent).
+	stopEngine()
+	select {
+	case <-engDone:
+	case <-sctx.Done():
+		errs = append(errs, errors.New("the writer did not stop within 10 s (its Lease, in cluster mode, expires on its own)"))
+	}
 	for _, a := range anns {
 		if err := a.Close(cfg.Announce.WithdrawOnShutdown); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", a.Name(), err))
@@ -205,7 +223,6 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	errs = append(errs, dp.Close())
-	stopEngine()
 	return errors.Join(errs...)
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
+	"net/netip"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -29,12 +31,24 @@ type effects struct {
 	resync time.Duration
 	alive  func(time.Time) // watchdog ping: proves this loop is not wedged
 	m      *effectsMetrics // nil: none
+	// refused, when set, is told after every apply which services the
+	// dataplane refused one by one (name → reason; empty: none), so the
+	// writer can show them failed (REST status, UI).
+	refused func(map[string]string)
 
 	mu        sync.Mutex
 	applied   bool // the last Desired is fully in the kernel
 	lastErr   error
 	lastApply time.Time
 	syncs     uint64
+	failed    map[string]string // services the dataplane refused, by name
+}
+
+// refusedServices are the services the last apply refused (name → reason).
+func (e *effects) refusedServices() map[string]string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.failed
 }
 
 // status is read by readiness and the API.
@@ -67,9 +81,13 @@ func (e *effects) run(ctx context.Context, in <-chan Desired, onFirst func()) {
 			cur, dirty = &d, true
 		case <-retry.C:
 		case <-resync.C:
-			if cur != nil && !dirty {
+			if cur != nil && !dirty && len(e.refusedServices()) > 0 {
+				// Partly refused: try the refused services again (the
+				// dataplane decides whether a refusal may have passed).
+				dirty = true
+			} else if cur != nil && !dirty {
 				t0 := time.Now()
-				err := e.dp.Resync(ctx)
+				err := e.m.withCPU("resync", func() error { return e.dp.Resync(ctx) })
 				e.m.observe("resync", t0, err)
 				if err != nil {
 					e.log.Warn("dataplane resync failed", "err", err)
@@ -120,9 +138,15 @@ func releaseMemory(log *slog.Logger) {
 
 func (e *effects) apply(ctx context.Context, d Desired) error {
 	start := time.Now()
-	dpErr := e.dp.Apply(ctx, d.Dataplane)
+	dpErr := e.m.withCPU("apply", func() error { return e.dp.Apply(ctx, d.Dataplane) })
 	vips := d.VIPs
-	if dpErr != nil {
+	failed := refusedByName(d.Dataplane, dpErr)
+	switch {
+	case proxy.Partial(dpErr):
+		// Refused one by one: every other service is programmed and stays
+		// announced; only a VIP none of whose services made it goes.
+		vips = withoutRefused(d, dpErr)
+	case dpErr != nil:
 		// The kernel cannot serve what we would announce: say nothing rather
 		// than draw traffic into a black hole. BGP withdraws; L2 lets another
 		// gateway own the VIPs.
@@ -136,14 +160,112 @@ func (e *effects) apply(ctx context.Context, d Desired) error {
 	}
 	err := errors.Join(dpErr, annErr)
 	e.m.observe("apply", start, err)
+	e.m.refused(failed)
 	e.mu.Lock()
-	e.applied = err == nil
+	// Partly refused is still converged: what could be programmed is, and
+	// the refused services are reported, not retried (the same Desired
+	// would be refused again).
+	e.applied = err == nil || (proxy.Partial(dpErr) && annErr == nil)
+	prev := e.failed
+	e.failed = failed
 	e.lastErr = err
 	e.lastApply = time.Now()
 	e.syncs++
 	e.mu.Unlock()
-	if err == nil {
-		e.log.Debug("converged", "services", len(d.Dataplane.Services), "vips", len(d.VIPs), "took", time.Since(start))
+	for name, why := range failed {
+		if _, old := prev[name]; !old {
+			e.log.Warn("dataplane refused a service; the others are programmed", "service", name, "err", why)
+		}
+	}
+	if e.refused != nil && !maps.Equal(prev, failed) {
+		e.refused(failed)
+	}
+	if err == nil || proxy.Partial(dpErr) && annErr == nil {
+		e.log.Debug("converged", "services", len(d.Dataplane.Services), "vips", len(vips), "refused", len(failed), "took", time.Since(start))
+		return nil
 	}
 	return err
+}
+
+// refusedByName maps a per-service refusal to the services' names.
+func refusedByName(cfg proxy.Config, err error) map[string]string {
+	keys := proxy.FailedServices(err)
+	if len(keys) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(keys))
+	for i := range cfg.Services {
+		s := &cfg.Services[i]
+		if why, ok := keys[s.Key()]; ok {
+			name := s.Name
+			if name == "" {
+				name = s.Key().String()
+			}
+			out[name] = why.Error()
+		}
+	}
+	return out
+}
+
+// withoutRefused is d's VIPs less those whose every service was refused.
+func withoutRefused(d Desired, err error) []announce.VIP {
+	failed := proxy.FailedServices(err)
+	served := map[netip.Addr]bool{}
+	refused := map[netip.Addr]bool{}
+	for i := range d.Dataplane.Services {
+		s := &d.Dataplane.Services[i]
+		if !s.VIP.IsValid() {
+			continue
+		}
+		if _, bad := failed[s.Key()]; bad {
+			refused[s.VIP] = true
+		} else {
+			served[s.VIP] = true
+		}
+	}
+	out := make([]announce.VIP, 0, len(d.VIPs))
+	for _, v := range d.VIPs {
+		if refused[v.Addr] && !served[v.Addr] {
+			continue
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// refusedRelay hands the effects loop's refusals to the writer from its own
+// goroutine, latest first: the effects loop never waits on the writer (which
+// may itself be waiting to publish the next Desired to it).
+func refusedRelay(ctx context.Context, set func(context.Context, map[string]string) error, log *slog.Logger) func(map[string]string) {
+	if set == nil {
+		return nil
+	}
+	box := make(chan map[string]string, 1)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case m := <-box:
+				c, cancel := context.WithTimeout(ctx, 10*time.Second)
+				if err := set(c, m); err != nil && ctx.Err() == nil {
+					log.Warn("recording refused services", "err", err)
+				}
+				cancel()
+			}
+		}
+	}()
+	return func(m map[string]string) {
+		for {
+			select {
+			case box <- m:
+				return
+			default:
+				select { // replace the older value nobody took yet
+				case <-box:
+				default:
+				}
+			}
+		}
+	}
 }

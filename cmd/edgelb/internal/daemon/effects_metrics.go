@@ -1,9 +1,11 @@
 package daemon
 
 import (
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
 )
 
 // effectsMetrics are the dataplane's, as kube-proxy's sync_proxy_rules_*:
@@ -16,6 +18,8 @@ type effectsMetrics struct {
 	duration  *prometheus.HistogramVec
 	last      *prometheus.GaugeVec
 	converged prometheus.Gauge
+	cpu       *prometheus.CounterVec
+	refusedBy *prometheus.GaugeVec
 }
 
 func newEffectsMetrics(reg prometheus.Registerer) *effectsMetrics {
@@ -30,9 +34,15 @@ func newEffectsMetrics(reg prometheus.Registerer) *effectsMetrics {
 			Help: "When the last successful apply or resync ended (Unix time)."}, []string{"kind"}),
 		converged: prometheus.NewGauge(prometheus.GaugeOpts{Name: "edgelb_dataplane_converged",
 			Help: "1 while the kernel and the announcers hold the last desired state."}),
+		cpu: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgelb_dataplane_cpu_seconds_total",
+			Help: "CPU time (user + system, including the kernel's netlink work) spent in dataplane applies and resyncs."},
+			[]string{"kind"}),
+		refusedBy: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edgelb_dataplane_service_refused",
+			Help: "1 for each service the dataplane refused at the last apply (the others are programmed); absent otherwise."},
+			[]string{"service"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.syncs, m.duration, m.last, m.converged)
+		reg.MustRegister(m.syncs, m.duration, m.last, m.converged, m.cpu, m.refusedBy)
 	}
 	return m
 }
@@ -54,4 +64,36 @@ func (m *effectsMetrics) observe(kind string, start time.Time, err error) {
 	}
 	m.syncs.WithLabelValues(kind, "ok").Inc()
 	m.last.WithLabelValues(kind).Set(float64(end.UnixNano()) / 1e9)
+}
+
+// refused sets edgelb_dataplane_service_refused to exactly the services of
+// the last apply's per-service refusal.
+func (m *effectsMetrics) refused(failed map[string]string) {
+	if m == nil {
+		return
+	}
+	m.refusedBy.Reset()
+	for name := range failed {
+		m.refusedBy.WithLabelValues(name).Set(1)
+	}
+}
+
+// withCPU runs fn on one OS thread and adds the thread's CPU time over it
+// (RUSAGE_THREAD: user and system, so the kernel's share of a netlink dump
+// or batch counts) to edgelb_dataplane_cpu_seconds_total{kind}. This is
+// what an operator reads to see what an idle gateway's resyncs cost.
+func (m *effectsMetrics) withCPU(kind string, fn func() error) error {
+	if m == nil {
+		return fn()
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var r0, r1 unix.Rusage
+	ok := unix.Getrusage(unix.RUSAGE_THREAD, &r0) == nil
+	err := fn()
+	if ok && unix.Getrusage(unix.RUSAGE_THREAD, &r1) == nil {
+		used := time.Duration(r1.Utime.Nano()-r0.Utime.Nano()) + time.Duration(r1.Stime.Nano()-r0.Stime.Nano())
+		m.cpu.WithLabelValues(kind).Add(used.Seconds())
+	}
+	return err
 }

@@ -5,6 +5,7 @@ import (
 	"github.com/edgelb/edgelb/lb/engine"
 	"github.com/edgelb/edgelb/proxy"
 	"github.com/edgelb/edgelb/proxy/health"
+	"github.com/edgelb/edgelb/proxy/nft"
 	"github.com/edgelb/edgelb/webui"
 )
 
@@ -29,6 +30,16 @@ func engineMethods(cfg *config.Config) []proxy.Method {
 		return []proxy.Method{proxy.NAT, proxy.NATNoSNAT, proxy.DirectRouting, proxy.Tunnel}
 	}
 	return []proxy.Method{proxy.NAT, proxy.NATNoSNAT}
+}
+
+// engineCheck is the running dataplane's own check of what it can
+// program, for the writer to refuse up front (nil: IPVS does every
+// scheduler).
+func engineCheck(cfg *config.Config) func(proxy.Service) error {
+	if mode, _ := ChooseDataplane(cfg.Dataplane.Mode); mode == config.ModeIPVS {
+		return nil
+	}
+	return nft.Check
 }
 
 // allDownPolicy carries health.allDown to the engine.

@@ -29,6 +29,9 @@ type writer struct {
 	start      func(ctx context.Context) error
 	setHealth  func(ctx context.Context, service string, backend netip.AddrPort, healthy bool) error
 	syncConfig func(ctx context.Context, pools []lb.Pool, services []lb.ServiceSpec) error
+	// setRefused shows the services the dataplane refused one by one in
+	// their status (nil: the mode has no place for it yet).
+	setRefused func(ctx context.Context, refused map[string]string) error
 	close      func()
 }
 
@@ -36,9 +39,16 @@ func standaloneWriter(cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus
 	if err := os.MkdirAll(cfg.State.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
-	st, err := store.OpenBolt(filepath.Join(cfg.State.Dir, "edgelb.db"), store.BoltOptions{})
+	path := filepath.Join(cfg.State.Dir, "edgelb.db")
+	if err := checkFreshStore(path, log); err != nil {
+		return nil, err
+	}
+	st, err := store.OpenBolt(path, store.BoltOptions{})
 	if err != nil {
 		return nil, err
+	}
+	if st.Migrated > 0 {
+		log.Warn("state file written before records had checksums: framed every record with one", "path", path, "records", st.Migrated)
 	}
 	eng, err := engine.NewEngine(st, engine.Options{
 		NodeAddrs:     nodeAddrs,
@@ -46,6 +56,8 @@ func standaloneWriter(cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus
 		Registry:      reg,
 		AllDown:       allDownPolicy(cfg),
 		Methods:       engineMethods(cfg),
+		Check:         engineCheck(cfg),
+		ConfigFile:    cfg.File,
 		Logger:        log.With("component", "engine"),
 	})
 	if err != nil {
@@ -61,6 +73,7 @@ func standaloneWriter(cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus
 		},
 		setHealth:  eng.SetBackendHealth,
 		syncConfig: eng.SyncConfig,
+		setRefused: eng.SetRefused,
 		close:      func() { st.Close() },
 	}
 	w.start = func(ctx context.Context) error {
@@ -117,7 +130,8 @@ func kubernetesWriter(cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus
 				log.Error("kubernetes controller stopped", "err", err)
 			}
 		},
-		start: c.WaitSynced,
+		start:      c.WaitSynced,
+		setRefused: c.SetRefused,
 		setHealth: func(context.Context, string, netip.AddrPort, bool) error {
 			return nil // endpoints mode: Kubernetes readiness decides which pods get traffic
 		},

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/edgelb/edgelb/webui"
+)
+
+// statusBackend is one real server row, as ipvsadm -ln shows it plus health.
+type statusBackend struct {
+	Address    string `json:"address"`
+	Forward    string `json:"forward"`
+	Weight     int64  `json:"weight"`
+	ActiveConn int    `json:"activeConn"`
+	InActConn  int    `json:"inActConn"`
+	Health     string `json:"health"`
+}
+
+// statusVirtual is one VIP:port/protocol.
+type statusVirtual struct {
+	Service   string          `json:"service"`
+	Protocol  string          `json:"protocol"`
+	Address   string          `json:"address"`
+	Scheduler string          `json:"scheduler"`
+	Affinity  string          `json:"affinityTimeout,omitempty"`
+	Backends  []statusBackend `json:"backends"`
+}
+
+func cmdStatus(ctx context.Context, args []string, stdout, _ io.Writer) error {
+	fs := newFlags("status", "[--server URL] [--watch] [--interval 2s] [-o table|json]", stdout)
+	cf := addClientFlags(fs)
+	watch := fs.Bool("watch", false, "redraw every --interval until interrupted")
+	interval := fs.Duration("interval", 2*time.Second, "redraw period with --watch")
+	output := fs.String("o", "table", "output: table or json")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *output != "table" && *output != "json" {
+		return &exitError{code: 2, err: fmt.Errorf("-o %q: want table or json", *output)}
+	}
+	if *interval <= 0 {
+		return &exitError{code: 2, err: fmt.Errorf("--interval %q: must be positive", interval.String())}
+	}
+	c, err := cf.client()
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	for {
+		vs, err := collectStatus(ctx, c)
+		if err != nil {
+			return err
+		}
+		if *watch && *output == "table" {
+			fmt.Fprint(stdout, "\x1b[H\x1b[2J") // home and clear, like watch(1)
+		}
+		if *output == "json" {
+			err = writeJSON(stdout, vs)
+		} else {
+			err = writeStatusTable(stdout, vs)
+		}
+		if err != nil || !*watch {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(*interval):
+		}
+	}
+}
+
+// collectStatus joins services (spec and assigned VIPs), live flows
+// (connection counts) and health into ipvsadm's shape: one virtual
+// server per assigned VIP × port, sorted by address.
+func collectStatus(ctx context.Context, c *apiClient) ([]statusVirtual, error) {
+	var ss []webui.ServiceStatus
+	if _, err := c.do(ctx, http.MethodGet, "/api/v1/services", nil, &ss); err != nil {
+		return nil, err
+	}
+	var fl webui.FlowList
+	if _, err := c.do(ctx, http.MethodGet, "/api/v1/flows?limit=100000", nil, &fl); err != nil {
+		return nil, err
+	}
+	var hs []webui.BackendHealth
+	if _, err := c.do(ctx, http.MethodGet, "/api/v1/health", nil, &hs); err != nil {
+		return nil, err
+	}
+	type conn struct{ fe, be, proto string }
+	active, inactive := map[conn]int{}, map[conn]int{}
+	for _, f := range fl.Flows {
+		k := conn{f.Frontend, f.Backend, strings.ToUpper(f.Protocol)}
+		// ipvsadm counts an established TCP connection active and every
+		// other entry (handshakes, closing, UDP) inactive.
+		if k.proto == "TCP" && strings.EqualFold(f.State, "ESTABLISHED") {
+			active[k]++
+		} else {
+			inactive[k]++
+		}
+	}
+	health := map[[2]string]string{}
+	for _, h := range hs {
+		v := "down"
+		if h.Healthy {
+			v = "up"
+		}
+		health[[2]string{h.Service, h.Backend}] = v
+	}
+	var out []statusVirtual
+	for _, s := range ss {
+		for _, vip := range s.Assigned {
+			a, err := netip.ParseAddr(vip)
+			if err != nil {
+				return nil, fmt.Errorf("service %q: assigned %q: %w", s.Spec.Name, vip, err)
+			}
+			for _, p := range s.Spec.Ports {
+				proto := strings.ToUpper(p.Protocol)
+				if proto == "" {
+					proto = "TCP"
+				}
+				fe := netip.AddrPortFrom(a, uint16(p.Port)).String()
+				v := statusVirtual{Service: s.Spec.Name, Protocol: proto, Address: fe, Scheduler: s.Spec.Scheduler,
+					Affinity: s.Spec.AffinityTimeout, Backends: []statusBackend{}}
+				for _, b := range s.Spec.Backends {
+					port := b.Port
+					if port == 0 {
+						port = p.TargetPort
+					}
+					if port == 0 {
+						port = p.Port
+					}
+					ba, err := netip.ParseAddr(b.Address)
+					if err != nil {
+						return nil, fmt.Errorf("service %q: backend %q: %w", s.Spec.Name, b.Address, err)
+					}
+					be := netip.AddrPortFrom(ba, uint16(port)).String()
+					w := int64(1)
+					if b.Weight != nil {
+						w = *b.Weight
+					}
+					h, ok := health[[2]string{s.Spec.Name, be}]
+					if !ok {
+						h = "-" // not under an active check
+					}
+					k := conn{fe, be, proto}
+					v.Backends = append(v.Backends, statusBackend{Address: be, Forward: forwardName(s.Spec.Method),
+						Weight: w, ActiveConn: active[k], InActConn: inactive[k], Health: h})
+				}
+				out = append(out, v)
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		ai, aj := netip.MustParseAddrPort(out[i].Address), netip.MustParseAddrPort(out[j].Address)
+		if c := ai.Compare(aj); c != 0 {
+			return c < 0
+		}
+		return out[i].Protocol < out[j].Protocol
+	})
+	return out, nil
+}
+
+// forwardName is ipvsadm's Forward column for edgelb's method.
+func forwardName(method string) string {
+	switch strings.ToLower(method) {
+	case "", "nat", "nat-nosnat":
+		return "Masq"
+	case "dr":
+		return "Route"
+	case "tunnel":
+		return "Tunnel"
+	}
+	return method
+}
+
+func writeStatusTable(w io.Writer, vs []statusVirtual) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
+	fmt.Fprintln(tw, "Prot LocalAddress:Port\tScheduler\tFlags\t\t\t\tService")
+	fmt.Fprintln(tw, "  -> RemoteAddress:Port\tForward\tWeight\tActiveConn\tInActConn\tHealth\t")
+	for _, v := range vs {
+		flags := ""
+		if v.Affinity != "" {
+			flags = "persistent " + v.Affinity
+		}
+		fmt.Fprintf(tw, "%s  %s\t%s\t%s\t\t\t\t%s\n", v.Protocol, v.Address, v.Scheduler, flags, v.Service)
+		for _, b := range v.Backends {
+			fmt.Fprintf(tw, "  -> %s\t%s\t%s\t%d\t%d\t%s\t\n", b.Address, b.Forward, strconv.FormatInt(b.Weight, 10),
+				b.ActiveConn, b.InActConn, b.Health)
+		}
+	}
+	return tw.Flush()
+}

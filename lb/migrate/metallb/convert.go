@@ -1,0 +1,504 @@
+package metallb
+
+import (
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Pool is an edgelb pool (config `pools[]` and the IPPool spec alike).
+type Pool struct {
+	Name          string         `json:"name"`
+	Addresses     []string       `json:"addresses"`
+	AutoAssign    bool           `json:"autoAssign"`
+	AvoidBuggyIPs bool           `json:"avoidBuggyIPs,omitempty"`
+	Advertisement *Advertisement `json:"advertisement,omitempty"`
+}
+
+// Advertisement is a pool's BGP route attributes.
+type Advertisement struct {
+	Communities       []string `json:"communities,omitempty"`
+	LargeCommunities  []string `json:"largeCommunities,omitempty"`
+	LocalPref         int64    `json:"localPref,omitempty"`
+	AggregationLength int      `json:"aggregationLength,omitempty"`
+}
+
+// Peer is one config `announce.bgp.peers[]`.
+type Peer struct {
+	Name            string `json:"name"`
+	Address         string `json:"address"`
+	ASN             int64  `json:"asn"`
+	Port            int64  `json:"port,omitempty"`
+	SourceAddress   string `json:"sourceAddress,omitempty"`
+	MultihopTTL     int64  `json:"multihopTTL,omitempty"`
+	Password        string `json:"password,omitempty"`
+	PasswordFile    string `json:"passwordFile,omitempty"`
+	HoldTime        string `json:"holdTime,omitempty"`
+	Keepalive       string `json:"keepalive,omitempty"`
+	GracefulRestart bool   `json:"gracefulRestart,omitempty"`
+}
+
+// BGP is config `announce.bgp`.
+type BGP struct {
+	LocalASN int64  `json:"localASN"`
+	RouterID string `json:"routerID,omitempty"`
+	Peers    []Peer `json:"peers"`
+}
+
+// L2 is config `announce.l2`.
+type L2 struct {
+	Interface string `json:"interface"`
+}
+
+// Announce is config `announce`.
+type Announce struct {
+	L2  *L2  `json:"l2,omitempty"`
+	BGP *BGP `json:"bgp,omitempty"`
+}
+
+// Finding is one line of the report: a field with no edgelb equivalent, or
+// a choice the conversion made that the user should know about.
+type Finding struct {
+	Object string `json:"object"` // Kind/name
+	Source string `json:"source"`
+	Field  string `json:"field"`
+	Value  string `json:"value,omitempty"`
+	Note   string `json:"note"`
+}
+
+func (f Finding) String() string {
+	v := ""
+	if f.Value != "" {
+		v = fmt.Sprintf(" = %s", f.Value)
+	}
+	return fmt.Sprintf("%s (%s) %s%s: %s", f.Object, f.Source, f.Field, v, f.Note)
+}
+
+// Result is the converted configuration and its report.
+type Result struct {
+	Pools    []Pool
+	Announce Announce
+	// Unsupported lists every MetalLB field without an equivalent.
+	Unsupported []Finding
+	// Notes are conversions that changed meaning slightly or need a hand.
+	Notes []Finding
+	// Skipped lists input documents that were not MetalLB objects.
+	Skipped []string
+}
+
+// Options are what the conversion cannot learn from MetalLB's objects.
+type Options struct {
+	// L2Interface is used when an L2Advertisement names no interface
+	// (MetalLB then answers on every interface; edgelb on one).
+	L2Interface string
+	// SecretDir is where password files for BGPPeers' passwordSecret are
+	// expected (default /etc/edgelb): bgp-PEER.password.
+	SecretDir string
+}
+
+type converter struct {
+	res         Result
+	opts        Options
+	pools       map[string]*Pool
+	communities map[string]string
+}
+
+func (c *converter) unsupported(o *Object, field string, v any, note string) {
+	c.res.Unsupported = append(c.res.Unsupported, Finding{Object: o.Ref(), Source: o.Source, Field: field, Value: show(v), Note: note})
+}
+
+func (c *converter) note(o *Object, field string, v any, note string) {
+	c.res.Notes = append(c.res.Notes, Finding{Object: o.Ref(), Source: o.Source, Field: field, Value: show(v), Note: note})
+}
+
+func show(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return x
+	case float64:
+		return fmt.Sprint(int64(x))
+	}
+	return fmt.Sprintf("%v", v)
+}
+
+// Convert turns MetalLB objects into edgelb pools and announce settings.
+// Order: Communities (aliases), pools, then advertisements and peers.
+func Convert(objs []*Object, opts Options) (*Result, error) {
+	c := &converter{opts: opts, pools: map[string]*Pool{}, communities: map[string]string{}}
+	rank := map[string]int{"Community": 0, "IPAddressPool": 1, "AddressPool": 1, "BGPPeer": 2, "BGPAdvertisement": 3, "L2Advertisement": 3}
+	sorted := append([]*Object(nil), objs...)
+	sort.SliceStable(sorted, func(i, j int) bool { return rank[sorted[i].Kind] < rank[sorted[j].Kind] })
+	for _, o := range sorted {
+		var err error
+		switch o.Kind {
+		case "Community":
+			c.community(o)
+		case "IPAddressPool":
+			err = c.ipAddressPool(o)
+		case "AddressPool":
+			err = c.addressPool(o)
+		case "BGPPeer":
+			err = c.bgpPeer(o)
+		case "BGPAdvertisement":
+			err = c.bgpAdvertisement(o)
+		case "L2Advertisement":
+			c.l2Advertisement(o)
+		case "BFDProfile":
+			c.unsupported(o, "*", nil, "edgelb has no BFD; session failure is detected by the BGP hold time only")
+			o.Spec = map[string]any{}
+		default:
+			c.unsupported(o, "*", nil, "kind not known to the migration; nothing converted")
+			o.Spec = map[string]any{}
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range leftovers("spec", o.Spec) {
+			c.unsupported(o, p, nil, "no edgelb equivalent")
+		}
+	}
+	names := make([]string, 0, len(c.pools))
+	for n := range c.pools {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		c.res.Pools = append(c.res.Pools, *c.pools[n])
+	}
+	if b := c.res.Announce.BGP; b != nil {
+		sort.Slice(b.Peers, func(i, j int) bool { return b.Peers[i].Name < b.Peers[j].Name })
+	}
+	return &c.res, nil
+}
+
+func fieldErr(o *Object, field, value, why string) error {
+	return fmt.Errorf("%w: %s (%s): %s %q: %s", ErrInput, o.Ref(), o.Source, field, value, why)
+}
+
+func (c *converter) community(o *Object) {
+	v, _ := take(o.Spec, "communities")
+	list, _ := v.([]any)
+	for i, it := range list {
+		m, _ := it.(map[string]any)
+		name, value := takeString(m, "name"), takeString(m, "value")
+		if name != "" && value != "" {
+			c.communities[name] = value
+		}
+		for _, p := range leftovers(fmt.Sprintf("spec.communities[%d]", i), m) {
+			c.unsupported(o, p, nil, "no edgelb equivalent")
+		}
+	}
+}
+
+// checkAddresses accepts MetalLB's CIDR and "first-last" forms, which
+// edgelb's pools take as they are.
+func checkAddresses(o *Object, addrs []string) error {
+	if len(addrs) == 0 {
+		return fieldErr(o, "spec.addresses", "", "a pool needs addresses")
+	}
+	for i, a := range addrs {
+		a = strings.TrimSpace(a)
+		addrs[i] = a
+		if _, err := netip.ParsePrefix(a); err == nil {
+			continue
+		}
+		lo, hi, ok := strings.Cut(a, "-")
+		if ok {
+			l, e1 := netip.ParseAddr(strings.TrimSpace(lo))
+			h, e2 := netip.ParseAddr(strings.TrimSpace(hi))
+			if e1 == nil && e2 == nil && l.Is4() == h.Is4() && l.Compare(h) <= 0 {
+				addrs[i] = l.String() + "-" + h.String()
+				continue
+			}
+		}
+		return fieldErr(o, fmt.Sprintf("spec.addresses[%d]", i), a, "want a CIDR or FIRST-LAST")
+	}
+	return nil
+}
+
+func (c *converter) ipAddressPool(o *Object) error {
+	p := &Pool{Name: o.Name, Addresses: takeStrings(o.Spec, "addresses"), AutoAssign: true}
+	if err := checkAddresses(o, p.Addresses); err != nil {
+		return err
+	}
+	if b, ok := takeBool(o.Spec, "autoAssign"); ok {
+		p.AutoAssign = b
+	}
+	p.AvoidBuggyIPs, _ = takeBool(o.Spec, "avoidBuggyIPs")
+	if sa, ok := take(o.Spec, "serviceAllocation"); ok {
+		m, _ := sa.(map[string]any)
+		for _, f := range leftovers("spec.serviceAllocation", m) {
+			c.unsupported(o, f, lookup(m, strings.TrimPrefix(f, "spec.serviceAllocation.")),
+				"edgelb has no pool selectors or priority yet: Services choose a pool with the address-pool annotation, else any autoAssign pool in name order")
+		}
+	}
+	return c.addPool(o, p)
+}
+
+func lookup(m map[string]any, key string) any { return m[key] }
+
+// addressPool is the deprecated v1beta1 AddressPool, which also carried
+// its protocol and BGP advertisements.
+func (c *converter) addressPool(o *Object) error {
+	proto := takeString(o.Spec, "protocol")
+	p := &Pool{Name: o.Name, Addresses: takeStrings(o.Spec, "addresses"), AutoAssign: true}
+	if err := checkAddresses(o, p.Addresses); err != nil {
+		return err
+	}
+	if b, ok := takeBool(o.Spec, "autoAssign"); ok {
+		p.AutoAssign = b
+	}
+	p.AvoidBuggyIPs, _ = takeBool(o.Spec, "avoidBuggyIPs")
+	switch proto {
+	case "layer2":
+		c.ensureL2(o)
+	case "bgp":
+		if v, ok := take(o.Spec, "bgpAdvertisements"); ok {
+			list, _ := v.([]any)
+			for i, it := range list {
+				m, _ := it.(map[string]any)
+				if err := c.applyAdvertisement(o, fmt.Sprintf("spec.bgpAdvertisements[%d]", i), m, p); err != nil {
+					return err
+				}
+				for _, f := range leftovers(fmt.Sprintf("spec.bgpAdvertisements[%d]", i), m) {
+					c.unsupported(o, f, nil, "no edgelb equivalent")
+				}
+			}
+		}
+	default:
+		return fieldErr(o, "spec.protocol", proto, "want layer2 or bgp")
+	}
+	return c.addPool(o, p)
+}
+
+func (c *converter) addPool(o *Object, p *Pool) error {
+	if _, dup := c.pools[p.Name]; dup {
+		return fieldErr(o, "metadata.name", p.Name, "a pool of this name was already read")
+	}
+	c.pools[p.Name] = p
+	return nil
+}
+
+func (c *converter) ensureL2(o *Object) {
+	if c.res.Announce.L2 != nil {
+		return
+	}
+	c.res.Announce.L2 = &L2{Interface: c.opts.L2Interface}
+	if c.opts.L2Interface == "" {
+		c.note(o, "announce.l2.interface", nil, "MetalLB answers ARP/NDP on every interface, edgelb on one: set it (--l2-interface)")
+	}
+}
+
+func (c *converter) l2Advertisement(o *Object) {
+	ifs := takeStrings(o.Spec, "interfaces")
+	c.ensureL2(o)
+	l2 := c.res.Announce.L2
+	switch {
+	case len(ifs) == 1 && (l2.Interface == "" || l2.Interface == ifs[0]):
+		l2.Interface = ifs[0]
+	case len(ifs) > 0:
+		c.unsupported(o, "spec.interfaces", strings.Join(ifs, ","),
+			fmt.Sprintf("edgelb announces on one interface (%q); the others are not used", l2.Interface))
+	}
+	if v, ok := take(o.Spec, "ipAddressPools"); ok {
+		c.unsupported(o, "spec.ipAddressPools", show(v), "edgelb announces every pool's addresses in L2 mode; the restriction is not kept")
+	}
+	if v, ok := take(o.Spec, "ipAddressPoolSelectors"); ok {
+		c.unsupported(o, "spec.ipAddressPoolSelectors", show(v), "edgelb announces every pool's addresses in L2 mode; the restriction is not kept")
+	}
+	if v, ok := take(o.Spec, "nodeSelectors"); ok {
+		c.unsupported(o, "spec.nodeSelectors", show(v),
+			"edgelb runs on gateways, not on every node: the gateways in announce.l2.members announce, whichever nodes the selector named")
+	}
+}
+
+func (c *converter) bgp(o *Object) *BGP {
+	if c.res.Announce.BGP == nil {
+		c.res.Announce.BGP = &BGP{}
+	}
+	return c.res.Announce.BGP
+}
+
+func (c *converter) bgpPeer(o *Object) error {
+	b := c.bgp(o)
+	my, _ := takeInt(o.Spec, "myASN")
+	switch {
+	case b.LocalASN == 0:
+		b.LocalASN = my
+	case my != b.LocalASN:
+		c.unsupported(o, "spec.myASN", my, fmt.Sprintf("edgelb speaks BGP with one local ASN (%d, from the first peer)", b.LocalASN))
+	}
+	p := Peer{Name: o.Name, Address: takeString(o.Spec, "peerAddress")}
+	if _, err := netip.ParseAddr(p.Address); err != nil {
+		return fieldErr(o, "spec.peerAddress", p.Address, "not an IP address")
+	}
+	p.ASN, _ = takeInt(o.Spec, "peerASN")
+	if p.ASN == 0 {
+		if v, ok := take(o.Spec, "dynamicASN"); ok {
+			c.unsupported(o, "spec.dynamicASN", v, "edgelb needs the peer's ASN written out: set announce.bgp.peers[].asn")
+		}
+	}
+	p.Port, _ = takeInt(o.Spec, "peerPort")
+	p.SourceAddress = takeString(o.Spec, "sourceAddress")
+	if id := takeString(o.Spec, "routerID"); id != "" {
+		if b.RouterID != "" && b.RouterID != id {
+			c.unsupported(o, "spec.routerID", id, fmt.Sprintf("edgelb has one router ID (%s)", b.RouterID))
+		} else {
+			b.RouterID = id
+		}
+	}
+	for _, t := range []struct {
+		key string
+		dst *string
+	}{{"holdTime", &p.HoldTime}, {"keepaliveTime", &p.Keepalive}} {
+		if s := takeString(o.Spec, t.key); s != "" {
+			d, err := time.ParseDuration(s)
+			if err != nil {
+				return fieldErr(o, "spec."+t.key, s, "not a duration")
+			}
+			*t.dst = d.String()
+		}
+	}
+	if ct := takeString(o.Spec, "connectTime"); ct != "" {
+		c.unsupported(o, "spec.connectTime", ct, "edgelb's BGP speaker uses its own connect retry timer")
+	}
+	p.Password = takeString(o.Spec, "password")
+	if v, ok := take(o.Spec, "passwordSecret"); ok {
+		m, _ := v.(map[string]any)
+		ref := fmt.Sprintf("%v/%v", m["namespace"], m["name"])
+		dir := c.opts.SecretDir
+		if dir == "" {
+			dir = "/etc/edgelb"
+		}
+		p.PasswordFile = filepath.Join(dir, "bgp-"+o.Name+".password")
+		c.note(o, "spec.passwordSecret", ref, fmt.Sprintf("write the Secret's \"password\" key to %s on each gateway (passwordFile)", p.PasswordFile))
+	}
+	if mh, ok := takeBool(o.Spec, "ebgpMultiHop"); ok && mh {
+		if p.ASN == my {
+			c.unsupported(o, "spec.ebgpMultiHop", true, "multihop only applies to eBGP; this peer is iBGP")
+		} else {
+			p.MultihopTTL = 255
+			c.note(o, "spec.ebgpMultiHop", true, "multihopTTL 255 (MetalLB's multihop has no TTL; lower it to the real hop count)")
+		}
+	}
+	if gr, ok := takeBool(o.Spec, "enableGracefulRestart"); ok {
+		p.GracefulRestart = gr
+	}
+	for _, k := range []struct{ key, why string }{
+		{"bfdProfile", "edgelb has no BFD; failure is detected by the hold time"},
+		{"nodeSelectors", "edgelb peers from the gateways it runs on, not from selected nodes"},
+		{"vrf", "edgelb does not peer inside a VRF"},
+		{"disableMP", "edgelb's sessions carry the families of the peer address"},
+		{"dualStackAddressFamily", "edgelb's sessions carry the families of the peer address"},
+		{"ebgpMultiHop", "false is edgelb's default"},
+		{"enableGracefulRestart", ""},
+	} {
+		if v, ok := take(o.Spec, k.key); ok && k.why != "" {
+			c.unsupported(o, "spec."+k.key, v, k.why)
+		}
+	}
+	b.Peers = append(b.Peers, p)
+	return nil
+}
+
+func (c *converter) bgpAdvertisement(o *Object) error {
+	targets := c.selectPools(o)
+	m := o.Spec
+	if v, ok := take(m, "peers"); ok {
+		c.unsupported(o, "spec.peers", show(v), "edgelb advertises every pool to every peer")
+	}
+	if v, ok := take(m, "nodeSelectors"); ok {
+		c.unsupported(o, "spec.nodeSelectors", show(v), "edgelb advertises from the gateways it runs on")
+	}
+	for _, p := range targets {
+		cp := map[string]any{}
+		for k, v := range m {
+			cp[k] = v
+		}
+		if err := c.applyAdvertisement(o, "spec", cp, p); err != nil {
+			return err
+		}
+	}
+	// What applyAdvertisement reads is taken from the original once.
+	for _, k := range []string{"aggregationLength", "aggregationLengthV6", "localPref", "communities"} {
+		delete(m, k)
+	}
+	return nil
+}
+
+// selectPools resolves ipAddressPools (names) and ipAddressPoolSelectors;
+// neither means every pool, as in MetalLB.
+func (c *converter) selectPools(o *Object) []*Pool {
+	names := takeStrings(o.Spec, "ipAddressPools")
+	if v, ok := take(o.Spec, "ipAddressPoolSelectors"); ok {
+		c.unsupported(o, "spec.ipAddressPoolSelectors", show(v),
+			"pool labels are not carried over: list the pools by name in ipAddressPools before migrating")
+		return nil
+	}
+	var out []*Pool
+	if len(names) == 0 {
+		for _, p := range c.pools {
+			out = append(out, p)
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+		return out
+	}
+	for _, n := range names {
+		if p, ok := c.pools[n]; ok {
+			out = append(out, p)
+		} else {
+			c.note(o, "spec.ipAddressPools", n, "no such pool in the input; ignored")
+		}
+	}
+	return out
+}
+
+func isV6Pool(p *Pool) bool {
+	for _, a := range p.Addresses {
+		if strings.Contains(a, ":") {
+			return true
+		}
+	}
+	return false
+}
+
+// applyAdvertisement sets p's route attributes from one advertisement. A
+// pool can carry one set; a second, different one is reported.
+func (c *converter) applyAdvertisement(o *Object, path string, m map[string]any, p *Pool) error {
+	ad := Advertisement{}
+	agg, hasAgg := takeInt(m, "aggregationLength")
+	agg6, hasAgg6 := takeInt(m, "aggregationLengthV6")
+	if isV6Pool(p) {
+		if hasAgg6 && agg6 != 128 {
+			ad.AggregationLength = int(agg6)
+		}
+	} else if hasAgg && agg != 32 {
+		ad.AggregationLength = int(agg)
+	}
+	ad.LocalPref, _ = takeInt(m, "localPref")
+	for _, cm := range takeStrings(m, "communities") {
+		v := cm
+		if alias, ok := c.communities[cm]; ok {
+			v = alias
+		}
+		if rest, ok := strings.CutPrefix(v, "large:"); ok {
+			ad.LargeCommunities = append(ad.LargeCommunities, rest)
+		} else {
+			ad.Communities = append(ad.Communities, v)
+		}
+	}
+	if ad.AggregationLength == 0 && ad.LocalPref == 0 && len(ad.Communities) == 0 && len(ad.LargeCommunities) == 0 {
+		return nil
+	}
+	if p.Advertisement != nil && fmt.Sprint(*p.Advertisement) != fmt.Sprint(ad) {
+		c.unsupported(o, path, fmt.Sprint(ad), fmt.Sprintf("pool %s already has route attributes %v; edgelb keeps one set per pool", p.Name, *p.Advertisement))
+		return nil
+	}
+	p.Advertisement = &ad
+	return nil
+}

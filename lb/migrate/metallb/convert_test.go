@@ -1,0 +1,209 @@
+package metallb
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/edgelb/edgelb/lb/config"
+)
+
+func convertFile(t *testing.T, path string) *Result {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	objs, skipped, err := ReadDocuments(f, filepath.Base(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The password file a passwordSecret becomes must exist for the
+	// config to load, as it must on a real gateway.
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "bgp-far.password"), []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Convert(objs, Options{L2Interface: "eth0", SecretDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Skipped = skipped
+	return res
+}
+
+func fields(fs []Finding) []string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, f.Object+" "+f.Field)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestExamplesConvert: every MetalLB example in testdata converts; the
+// config form is accepted by edgelb's own config parser (what `edgelb
+// check` runs first); the report lists exactly the fields with no
+// equivalent.
+func TestExamplesConvert(t *testing.T) {
+	want := map[string][]string{
+		"addresspool-v1beta1.yaml": nil,
+		"bgp.yaml": {
+			"BFDProfile/full *",
+			"BGPAdvertisement/local spec.peers",
+			"BGPPeer/far spec.bfdProfile",
+			"BGPPeer/far spec.nodeSelectors",
+		},
+		"ipaddresspool.yaml": nil,
+		"l2advertisement.yaml": {
+			"L2Advertisement/example spec.ipAddressPools",
+			"L2Advertisement/example spec.nodeSelectors",
+		},
+		"serviceallocation.yaml": {
+			"IPAddressPool/ns-pool spec.serviceAllocation.namespaceSelectors",
+			"IPAddressPool/ns-pool spec.serviceAllocation.namespaces",
+			"IPAddressPool/ns-pool spec.serviceAllocation.priority",
+			"IPAddressPool/ns-pool spec.serviceAllocation.serviceSelectors",
+		},
+	}
+	files, _ := filepath.Glob("testdata/*.yaml")
+	if len(files) != len(want) {
+		t.Fatalf("testdata has %d files, the table %d", len(files), len(want))
+	}
+	for _, path := range files {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			res := convertFile(t, path)
+			if got := fields(res.Unsupported); strings.Join(got, "\n") != strings.Join(want[filepath.Base(path)], "\n") {
+				t.Errorf("unsupported:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want[filepath.Base(path)], "\n"))
+			}
+			cfg, err := res.Config()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := config.Parse(cfg); err != nil {
+				t.Fatalf("config form refused: %v\n%s", err, cfg)
+			}
+			cc, err := res.ClusterConfig()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Announce.BGP.peersOrNil())+boolInt(res.Announce.L2 != nil) > 0 {
+				if _, err := config.Parse(cc); err != nil {
+					t.Fatalf("cluster config refused: %v\n%s", err, cc)
+				}
+			}
+			objs, err := res.Objects()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := bytes.Count(objs, []byte("kind: IPPool")); n != len(res.Pools) || n == 0 {
+				t.Fatalf("%d IPPool documents for %d pools", n, len(res.Pools))
+			}
+		})
+	}
+}
+
+func (b *BGP) peersOrNil() []Peer {
+	if b == nil {
+		return nil
+	}
+	return b.Peers
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// TestConvertBGPExampleValues checks the values carried over, not only that they parse.
+func TestConvertBGPExampleValues(t *testing.T) {
+	res := convertFile(t, "testdata/bgp.yaml")
+	b := res.Announce.BGP
+	if b.LocalASN != 64500 || b.RouterID != "10.10.10.10" || len(b.Peers) != 2 {
+		t.Fatalf("bgp = %+v", b)
+	}
+	far, sample := b.Peers[0], b.Peers[1]
+	if sample.Address != "10.0.0.1" || sample.ASN != 64501 || sample.Port != 1179 || sample.HoldTime != "1m30s" ||
+		sample.Keepalive != "30s" || sample.Password != "yourPassword" {
+		t.Errorf("sample = %+v", sample)
+	}
+	if far.MultihopTTL != 255 || far.PasswordFile == "" || far.SourceAddress != "172.30.0.10" {
+		t.Errorf("far = %+v", far)
+	}
+	ad := res.Pools[0].Advertisement
+	if ad == nil || ad.AggregationLength != 24 || ad.LocalPref != 100 ||
+		strings.Join(ad.Communities, ",") != "65535:65282,64500:10" {
+		t.Errorf("advertisement = %+v", ad)
+	}
+}
+
+func TestIPAddressPoolValues(t *testing.T) {
+	res := convertFile(t, "testdata/ipaddresspool.yaml")
+	got, _ := yaml.Marshal(res.Pools)
+	want := `- addresses:
+  - 192.168.144.0/20
+  autoAssign: true
+  avoidBuggyIPs: true
+  name: cheap
+- addresses:
+  - 42.176.25.64/30
+  autoAssign: false
+  name: expensive
+- addresses:
+  - 192.168.10.0/24
+  - 192.168.9.1-192.168.9.5
+  - fc00:f853:0ccd:e799::/124
+  autoAssign: true
+  name: first-pool
+`
+	if string(got) != want {
+		t.Fatalf("pools:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestUnknownFieldReported: a field this package does not know (a newer
+// MetalLB) is reported, never dropped.
+func TestUnknownFieldReported(t *testing.T) {
+	in := `apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: p}
+spec:
+  addresses: [192.0.2.0/28]
+  futureKnob: {nested: 1}
+`
+	objs, _, err := ReadDocuments(strings.NewReader(in), "in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Convert(objs, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fields(res.Unsupported); len(got) != 1 || got[0] != "IPAddressPool/p spec.futureKnob.nested" {
+		t.Fatalf("unsupported = %v", got)
+	}
+}
+
+func TestBadInputNamed(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: p}\nspec: {addresses: [192.0.2.0/33]}\n", `spec.addresses[0] "192.0.2.0/33"`},
+		{"apiVersion: metallb.io/v1\nkind: IPAddressPool\nmetadata: {name: p}\n", `apiVersion "metallb.io/v1"`},
+		{"apiVersion: metallb.io/v1beta2\nkind: BGPPeer\nmetadata: {name: x}\nspec: {peerAddress: nope}\n", `spec.peerAddress "nope"`},
+	} {
+		objs, _, err := ReadDocuments(strings.NewReader(tc.in), "in")
+		if err == nil {
+			_, err = Convert(objs, Options{})
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: err %v, want it to name %s", tc.in, err, tc.want)
+		}
+	}
+}
