@@ -1,5 +1,6 @@
 # edgelb — every kind of proof has its own target; `make test` runs them all.
 # Kernel-touching tests run only inside network namespaces they create.
+SHELL     := /bin/bash
 GO        ?= go
 BIN       ?= bin/edgelb
 PKGS      := ./...
@@ -8,8 +9,8 @@ GOTEST    := $(GO) test -count=1
 VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X github.com/edgelb/edgelb/cmd/edgelb/internal/version.Version=$(VERSION)
 
-.PHONY: all build test test-unit test-netns test-ipvs test-k8s test-bgp test-failover test-ui \
-        bench demo lint fuzz deps install clean
+.PHONY: all build test test-inventory test-unit test-netns test-ipvs test-k8s test-bgp test-failover test-ui \
+        test-monitoring test-package deb image test-image reports-clean soak bench demo lint fuzz deps install clean
 
 all: build
 
@@ -21,9 +22,24 @@ lint:
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags 'netns ipvsguest k8s bgp failover ui' $(PKGS)
 
-# Fast loop: no root, no kernel, no network.
-test-unit:
-	$(GOTEST) -short $(PKGS)
+# Every test target pipes `go test -json` through testcheck: concise output,
+# the MEASURED lines, and a failure for a failed test or for a skip that is not
+# on lab/testcheck/skips.txt with its reason. Results land in $(REPORTS).
+TESTCHECK := bin/testcheck
+REPORTS   ?= bin/test-reports
+REPORT     = $(TESTCHECK) report -target $@ -save $(REPORTS)
+
+$(TESTCHECK): $(wildcard lab/testcheck/*.go) lab/testcheck/skips.txt
+	$(GO) build -o $@ ./lab/testcheck
+
+# Every Test/Fuzz function runs in exactly one of the targets below (read from
+# this Makefile's recipes: build tags, -run pattern, packages).
+test-inventory: $(TESTCHECK)
+	$(TESTCHECK) inventory
+
+# Fast loop: no root, no kernel; loopback only (in-process BGP and memberlist peers).
+test-unit: $(TESTCHECK)
+	set -o pipefail; $(GOTEST) -json $(PKGS) 2>&1 | $(REPORT)
 
 # Real kernel in namespaces (root): nftables dataplane, ARP, node-port checks, demo lab.
 # UPGRADE_FROM: the last commit before the nft layout gave service ids a
@@ -31,35 +47,81 @@ test-unit:
 UPGRADE_FROM ?= d14835d
 test-netns: build
 	lab/deps.sh netns
-	EDGELB_OLD_BIN="$$(lab/oldbin.sh $(UPGRADE_FROM))" $(GOTEST) -p 1 -tags netns -run '^TestNetns' -timeout 20m $(PKGS)
+	set -o pipefail; EDGELB_OLD_BIN="$$(lab/oldbin.sh $(UPGRADE_FROM))" $(GOTEST) -json -p 1 -tags netns -run '^TestNetns' -timeout 20m $(PKGS) 2>&1 | $(REPORT)
 
 # IPVS on Debian's stock kernel booted in a guest (this host kernel has no IPVS).
-test-ipvs:
+test-ipvs: $(TESTCHECK)
 	lab/deps.sh ipvs
-	lab/guest/run-suite.sh
+	set -o pipefail; EDGELB_GUEST_TAGS=ipvsguest EDGELB_GUEST_RUN='^TestIPVSGuest' lab/guest/run-suite.sh 2>&1 | $(REPORT)
 
 # A real kube-apiserver + etcd on 127.0.0.1 (built once into $(EDGELB_CACHE)).
-test-k8s:
+test-k8s: $(TESTCHECK)
 	lab/deps.sh k8s
 	lab/tools/build.sh
-	$(GOTEST) -p 1 -tags k8s -run '^TestK8s' -timeout 30m $(PKGS)
+	set -o pipefail; $(GOTEST) -json -p 1 -tags k8s -run '^TestK8s' -timeout 30m $(PKGS) 2>&1 | $(REPORT)
 
 # FRR and BIRD as BGP peers in namespaces.
-test-bgp:
+test-bgp: $(TESTCHECK)
 	lab/deps.sh bgp
-	$(GOTEST) -p 1 -tags bgp -run '^TestBGP' -timeout 20m $(PKGS)
+	set -o pipefail; $(GOTEST) -json -p 1 -tags bgp -run '^TestBGP' -timeout 20m $(PKGS) 2>&1 | $(REPORT)
 
 # Gateways killed with -9 on a shared bridge; failover times printed.
-test-failover:
+test-failover: $(TESTCHECK)
 	lab/deps.sh failover
-	$(GOTEST) -p 1 -tags failover -run '^TestFailover' -timeout 20m -v $(PKGS)
+	set -o pipefail; $(GOTEST) -json -p 1 -tags failover -run '^TestFailover' -timeout 20m $(PKGS) 2>&1 | $(REPORT) -v
 
 # Debian chromium, headless, against the embedded page.
-test-ui: build
+test-ui: build $(TESTCHECK)
 	lab/deps.sh ui netns
-	$(GOTEST) -p 1 -tags ui -run '^TestUI' -timeout 15m -v $(PKGS)
+	set -o pipefail; $(GOTEST) -json -p 1 -tags ui -run '^TestUI' -timeout 15m $(PKGS) 2>&1 | $(REPORT) -v
 
-test: lint test-unit test-netns test-ipvs test-k8s test-bgp test-failover test-ui
+# The Debian package (dpkg-deb, no packaging library in go.mod): bin/edgelb_<version>_<arch>.deb.
+deb: build
+	lab/deps.sh package
+	rm -f bin/edgelb_*.deb
+	lab/package/build-deb.sh $(BIN)
+
+# lintian, then the .deb installed into a fresh debootstrapped Debian root
+# (cached in $(EDGELB_CACHE)), systemd-analyze verify, remove, purge, nothing left.
+test-package: deb
+	lab/package/test.sh bin/edgelb_*.deb
+
+# The OCI image without a container daemon (go-containerregistry, its own module
+# lab/tools/ociimage): bin/image (OCI layout) and bin/image.tar; one layer, /edgelb only.
+IMAGE ?= edgelb:$(VERSION)
+image: build
+	cd lab/tools/ociimage && GOFLAGS=-mod=mod $(GO) build -o ../../../bin/ociimage .
+	bin/ociimage build -binary $(BIN) -out bin/image -tag $(IMAGE) -version $(VERSION) -created $$(git log -1 --format=%ct)
+
+# Builds the image, reads it back from the layout and checks it: a single file
+# (the static binary), a numeric non-root user, entrypoint /edgelb; prints the config.
+test-image: image
+	bin/ociimage inspect bin/image
+
+# Prometheus alert rules: syntax and their unit tests (Debian's prometheus package).
+test-monitoring:
+	lab/deps.sh monitoring
+	promtool check rules docs/monitoring/prometheus/edgelb-rules.yaml
+	cd docs/monitoring/prometheus && promtool test rules edgelb-rules_test.yaml
+
+reports-clean:
+	rm -rf $(REPORTS)
+
+# The closing line sums every target's results.
+test: lint test-inventory reports-clean test-unit test-netns test-ipvs test-k8s test-bgp test-failover test-ui test-monitoring test-package test-image
+	$(TESTCHECK) total $(REPORTS)
+
+# Runs the root targets N times in a row (logs in bin/soak/logs) and prints a
+# pass/fail table per test; a test that failed in any run is listed.
+N           ?= 5
+SOAK_TARGETS ?= test-netns test-ipvs test-k8s test-bgp test-failover test-ui
+soak: build $(TESTCHECK)
+	rm -rf bin/soak && mkdir -p bin/soak/logs
+	for i in $$(seq 1 $(N)); do for t in $(SOAK_TARGETS); do \
+	  echo "soak: run $$i/$(N) $$t ($$(date -u +%H:%M:%S))"; \
+	  $(MAKE) --no-print-directory $$t REPORTS=bin/soak/run$$i >bin/soak/logs/run$$i-$$t.log 2>&1 || echo "soak: run $$i $$t FAILED (bin/soak/logs/run$$i-$$t.log)"; \
+	done; done
+	$(TESTCHECK) soak bin/soak/run*/
 
 # Every benchmark; writes docs/performance.md (the README's table).
 bench: build
@@ -84,7 +146,7 @@ install: build
 	install -D -m 0644 systemd/edgelb.service $(DESTDIR)/etc/systemd/system/edgelb.service
 	install -D -m 0644 systemd/sysctl.d/90-edgelb.conf $(DESTDIR)/etc/sysctl.d/90-edgelb.conf
 	install -D -m 0644 systemd/modules-load.d/edgelb.conf $(DESTDIR)/etc/modules-load.d/edgelb.conf
-	[ -e $(DESTDIR)/etc/edgelb/config.yaml ] || install -D -m 0640 systemd/config.example.yaml $(DESTDIR)/etc/edgelb/config.yaml
+	[ -e $(DESTDIR)/etc/edgelb/config.yaml ] || install -D -m 0644 systemd/config.example.yaml $(DESTDIR)/etc/edgelb/config.yaml
 
 clean:
 	rm -rf bin

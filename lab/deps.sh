@@ -1,18 +1,20 @@
 #!/bin/bash
 # Installs the Debian packages a make target needs, once, idempotently.
-# Usage: lab/deps.sh GROUP...   groups: netns ipvs k8s bgp ui demo all
+# Usage: lab/deps.sh GROUP...   groups: netns ipvs k8s bgp ui demo monitoring package all
 set -euo pipefail
 pkgs=()
 for g in "$@"; do
   case $g in
-    netns|demo) pkgs+=(iproute2 nftables iputils-arping conntrack tshark curl systemd) ;;
+    netns|demo) pkgs+=(iproute2 nftables iputils-arping conntrack tshark curl systemd wrk iperf3) ;;
     ipvs)       pkgs+=(qemu-system-x86 cpio busybox-static xz-utils ipvsadm) ;;
     k8s)        pkgs+=(openssl curl) ;;
     bgp)        pkgs+=(frr bird2 iproute2) ;;
     failover)   pkgs+=(iproute2 iputils-arping tshark) ;;
     ui)         pkgs+=(chromium fonts-liberation) ;;
     systemd)    pkgs+=(systemd) ;;
-    all)        exec "$0" netns ipvs k8s bgp failover ui systemd ;;
+    monitoring) pkgs+=(prometheus) ;;
+    package)    pkgs+=(dpkg-dev fakeroot lintian debootstrap systemd) ;;
+    all)        exec "$0" netns ipvs k8s bgp failover ui systemd monitoring package ;;
     *) echo "deps.sh: unknown group $g" >&2; exit 2 ;;
   esac
 done

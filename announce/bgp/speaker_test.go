@@ -104,7 +104,6 @@ func TestSpeakerDiffsVIPSets(t *testing.T) {
 }
 
 func TestSpeakerAggregates(t *testing.T) {
-	skipShort(t)
 	r := newTestRouter(t, 64512, routerPeer{addr: "127.0.0.1", asn: 64512})
 	s := newTestSpeaker(t, 64512, r, nil)
 	agg := func(lp uint32, comm string) func(*announce.VIP) {
@@ -127,7 +126,6 @@ func TestSpeakerAggregates(t *testing.T) {
 }
 
 func TestSpeakerIPv6(t *testing.T) {
-	skipShort(t)
 	// An IPv4 session carries IPv4 routes only; the IPv6 VIP stays in our
 	// RIB, ready for an IPv6 peer, and is listed as advertised.
 	r := newTestRouter(t, 64512, routerPeer{addr: "127.0.0.1", asn: 64512})
@@ -152,7 +150,6 @@ func TestSpeakerIPv6(t *testing.T) {
 }
 
 func TestSpeakerBadCommunitySkipsOnlyThatVIP(t *testing.T) {
-	skipShort(t)
 	r := newTestRouter(t, 64512, routerPeer{addr: "127.0.0.1", asn: 64512})
 	s := newTestSpeaker(t, 64512, r, nil)
 	err := s.SetVIPs(context.Background(), []announce.VIP{
@@ -190,7 +187,6 @@ func TestSpeakerCloseWithdraws(t *testing.T) {
 }
 
 func TestSpeakerCloseKeepLeavesRoutes(t *testing.T) {
-	skipShort(t)
 	r := newTestRouter(t, 64512, routerPeer{addr: "127.0.0.1", asn: 64512})
 	s := newTestSpeaker(t, 64512, r, nil)
 	if err := s.SetVIPs(context.Background(), []announce.VIP{vip("203.0.113.1")}); err != nil {
@@ -207,7 +203,6 @@ func TestSpeakerCloseKeepLeavesRoutes(t *testing.T) {
 }
 
 func TestSpeakerRefusesImportedRoutes(t *testing.T) {
-	skipShort(t)
 	r := newTestRouter(t, 64513, routerPeer{addr: "127.0.0.1", asn: 64512})
 	s := newTestSpeaker(t, 64512, r, nil)
 	nlri, _ := anypb.New(&api.IPAddressPrefix{Prefix: "192.0.2.128", PrefixLen: 25})
@@ -237,7 +232,6 @@ func TestSpeakerRefusesImportedRoutes(t *testing.T) {
 }
 
 func TestSpeakerECMPTwoGateways(t *testing.T) {
-	skipShort(t)
 	r := newTestRouter(t, 64513, routerPeer{addr: "127.0.0.1", asn: 64512}, routerPeer{addr: "127.0.0.2", asn: 64512})
 	a := newTestSpeaker(t, 64512, r, nil)
 	b := newTestSpeaker(t, 64512, r, func(c *Config) {
@@ -261,9 +255,6 @@ func TestSpeakerECMPTwoGateways(t *testing.T) {
 }
 
 func TestSpeakerConnectErrorInStatus(t *testing.T) {
-	if testing.Short() {
-		t.Skip("waits for a connection attempt (2 s)")
-	}
 	r := &testRouter{port: freePort(t), asn: 64513} // nothing listens there
 	s := newTestSpeaker(t, 64512, r, nil)
 	if err := s.SetVIPs(context.Background(), nil); err != nil {
@@ -284,9 +275,6 @@ func TestSpeakerConnectErrorInStatus(t *testing.T) {
 }
 
 func TestSpeakerMD5MismatchKeepsSessionDown(t *testing.T) {
-	if testing.Short() {
-		t.Skip("waits for connect timeouts (several seconds)")
-	}
 	r := newTestRouter(t, 64512, routerPeer{addr: "127.0.0.1", asn: 64512, password: "right"})
 	s := newTestSpeaker(t, 64512, r, func(c *Config) { c.Peers[0].Password = "wrong"; c.Peers[0].ConnectRetry = 2 * time.Second })
 	if err := s.SetVIPs(context.Background(), []announce.VIP{vip("203.0.113.1")}); err != nil {
@@ -319,12 +307,5 @@ func TestSpeakerMetricsRegisterOnce(t *testing.T) {
 	_, err := New(Config{LocalASN: 64512, RouterID: netip.MustParseAddr("192.0.2.1"), Registerer: reg})
 	if err == nil || !strings.Contains(err.Error(), "register bgp metrics") {
 		t.Fatalf("second registration: %v", err)
-	}
-}
-
-// skipShort keeps -short fast: each session takes GoBGP 1-2 s to open.
-func skipShort(t *testing.T) {
-	if testing.Short() {
-		t.Skip("opens a BGP session (1-2 s); the logic is covered by the pure tests")
 	}
 }

@@ -61,9 +61,6 @@ type tnode struct {
 }
 
 func newCluster(t *testing.T) *cluster {
-	if testing.Short() {
-		t.Skip("runs memberlist clusters on 127.0.0.1 for a few seconds")
-	}
 	c := &cluster{t: t, nodes: map[string]*tnode{}, ports: map[string]uint16{}, owners: map[*FakeResponder]string{}}
 	t.Cleanup(func() {
 		for _, n := range c.nodes {

@@ -65,6 +65,13 @@ func (c labConfig) render(l *Lab, stateDir, apiListen, tokenFile string) string 
 
 const apiAddr = "127.0.0.1:8080"
 
+// apiPoll is how often a test may poll the REST API for as long as it likes:
+// the daemon allows 20 requests/s per client (burst 40, webui.Options) and
+// answers 429 beyond it, so a 10 ms poll that waits more than ~0.5 s is
+// refused (CI saw it: TestNetnsHealthKillAndRestart). Kernel state is polled
+// faster; the API figures are good to one apiPoll.
+const apiPoll = 50 * time.Millisecond
+
 // issue8Lab is the demo lab with the real daemon running a labConfig.
 type issue8Lab struct {
 	*Lab

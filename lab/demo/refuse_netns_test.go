@@ -63,18 +63,23 @@ func TestNetnsRefuseBadCombinations(t *testing.T) {
 }
 
 // TestNetnsRefuseBadCombinationsREST: the same combinations through the
-// REST API of a running daemon (nftables) answer 400 with the field, and
-// neither the service nor anything in the kernel appears.
+// REST API of a running daemon (nftables) answer 400 with the field — 422
+// for what is well-formed but beyond the running dataplane — and neither the
+// service nor anything in the kernel appears.
 func TestNetnsRefuseBadCombinationsREST(t *testing.T) {
 	l := startIssue8Lab(t, labConfig{})
 	be := `"backends":[{"address":"198.51.100.11"}]`
-	cases := []struct{ name, body, field string }{
-		{"dr with port mapping", `{"name":"bad","method":"dr","ports":[{"port":80,"targetPort":8080}],` + be + `}`, "ports[0].targetPort"},
-		{"tunnel on nftables", `{"name":"bad","method":"tunnel","ports":[{"port":8080}],` + be + `}`, "method"},
+	cases := []struct {
+		name, body, field string
+		status            int
+	}{
+		{"dr with port mapping", `{"name":"bad","method":"dr","ports":[{"port":80,"targetPort":8080}],` + be + `}`, "ports[0].targetPort", 400},
+		{"tunnel on nftables", `{"name":"bad","method":"tunnel","ports":[{"port":8080}],` + be + `}`, "method", 422},
+		{"lc on nftables", `{"name":"bad","scheduler":"lc","ports":[{"port":8080}],` + be + `}`, "scheduler", 422},
 		{"health check interval 0", `{"name":"bad","ports":[{"port":81,"targetPort":8080}],` + be +
-			`,"healthCheck":{"type":"http","path":"/","interval":"0s","timeout":"100ms","rise":2,"fall":3}}`, "healthCheck.interval"},
+			`,"healthCheck":{"type":"http","path":"/","interval":"0s","timeout":"100ms","rise":2,"fall":3}}`, "healthCheck.interval", 400},
 		{"health check URL without a host", `{"name":"bad","ports":[{"port":81,"targetPort":8080}],` + be +
-			`,"healthCheck":{"type":"http","path":"http:///healthz","interval":"1s","timeout":"100ms","rise":2,"fall":3}}`, "healthCheck.path"},
+			`,"healthCheck":{"type":"http","path":"http:///healthz","interval":"1s","timeout":"100ms","rise":2,"fall":3}}`, "healthCheck.path", 400},
 	}
 	before := ruleset(t, l)
 	for _, tc := range cases {
@@ -85,8 +90,8 @@ func TestNetnsRefuseBadCombinationsREST(t *testing.T) {
 		}
 		_ = json.Unmarshal(body, &e)
 		t.Logf("%s: PUT → %d field=%q: %s", tc.name, code, e.Field, e.Error)
-		if code != 400 || e.Field != tc.field {
-			t.Errorf("%s: got %d %s, want 400 with field %q", tc.name, code, body, tc.field)
+		if code != tc.status || e.Field != tc.field {
+			t.Errorf("%s: got %d %s, want %d with field %q", tc.name, code, body, tc.status, tc.field)
 		}
 		if code, _ := l.do(t, "GET", "/api/v1/services/bad", ""); code != 404 {
 			t.Errorf("%s: the refused service exists (GET %d)", tc.name, code)

@@ -81,6 +81,37 @@ state:
 
 func ptr[T any](v T) *T { return &v }
 
+// startK8sDaemon starts the lab's kube-apiserver (namespaces edgelb-system
+// and apps, IPPool "demo" over the demo pool range) and the daemon in
+// Kubernetes mode in a lab with the given backends, reaching the API
+// server through relayAPI; it returns once the daemon is ready.
+func startK8sDaemon(t *testing.T, prefix string, backends int) (*env, *k8slab.Lab) {
+	t.Helper()
+	kl := k8slab.Start(t)
+	ctx := context.Background()
+	cs := kl.Clientset()
+	for _, ns := range []string{"edgelb-system", "apps"} {
+		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pool := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"addresses": []any{demo.PoolRange}, "autoAssign": true}}}
+	pool.SetGroupVersionKind(k8s.IPPoolGVK)
+	pool.SetName("demo")
+	if _, err := kl.Dynamic().Resource(k8s.IPPoolGVR).Create(ctx, pool, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, prefix, backends)
+	u, err := url.Parse(kl.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	relayAPI(t, e.lab.Gateway, u.Host)
+	e.start(e.k8sConfig(kl.Kubeconfig))
+	e.waitReady(2 * time.Minute)
+	return e, kl
+}
+
 func endpointSlice(ns, svc string, addrs []netip.AddrPort, ready []bool) *discoveryv1.EndpointSlice {
 	sl := &discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Name: svc + "-1", Namespace: ns, Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
@@ -133,29 +164,9 @@ func TestK8sAPIServerGone60s(t *testing.T) {
 		}
 		down = d
 	}
-	kl := k8slab.Start(t)
+	e, kl := startK8sDaemon(t, "fla", 3)
 	ctx := context.Background()
 	cs := kl.Clientset()
-	for _, ns := range []string{"edgelb-system", "apps"} {
-		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pool := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"addresses": []any{demo.PoolRange}, "autoAssign": true}}}
-	pool.SetGroupVersionKind(k8s.IPPoolGVK)
-	pool.SetName("demo")
-	if _, err := kl.Dynamic().Resource(k8s.IPPoolGVR).Create(ctx, pool, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-
-	e := newEnv(t, "fla", 3)
-	u, err := url.Parse(kl.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	relayAPI(t, e.lab.Gateway, u.Host)
-	e.start(e.k8sConfig(kl.Kubeconfig))
-	e.waitReady(2 * time.Minute)
 
 	var backends []netip.AddrPort
 	for _, b := range e.lab.Backends {

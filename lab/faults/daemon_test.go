@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -22,44 +21,6 @@ import (
 	"github.com/edgelb/edgelb/lab/demo"
 	"github.com/edgelb/edgelb/lab/netns"
 )
-
-// The daemon binary is built once per test binary (or taken from
-// EDGELB_BIN, which lab/bench.sh sets to the `make build` output).
-var build struct {
-	sync.Once
-	dir, path string
-	err       error
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if build.dir != "" {
-		os.RemoveAll(build.dir)
-	}
-	os.Exit(code)
-}
-
-func edgelbBinary(t testing.TB) string {
-	t.Helper()
-	if p := os.Getenv("EDGELB_BIN"); p != "" {
-		return p
-	}
-	build.Do(func() {
-		if build.dir, build.err = os.MkdirTemp("", "edgelb-faults-"); build.err != nil {
-			return
-		}
-		build.path = filepath.Join(build.dir, "edgelb")
-		cmd := exec.Command("go", "build", "-o", build.path, "./cmd/edgelb")
-		cmd.Dir = "../.."
-		if out, err := cmd.CombinedOutput(); err != nil {
-			build.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if build.err != nil {
-		t.Fatal(build.err)
-	}
-	return build.path
-}
 
 // apiListen is where the daemon's REST API listens inside the gateway.
 const apiListen = "127.0.0.1:8080"
@@ -207,7 +168,7 @@ func (e *env) rest(method, path, body string) (int, string) {
 		e.t.Fatalf("%s %s: %v", method, path, err)
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<20)) // /metrics with 50,000 services is megabytes
 	return resp.StatusCode, string(b)
 }
 

@@ -81,8 +81,11 @@ func TestNetnsDrainUnderLoad(t *testing.T) {
 	web.Scheduler = "" // wrr: weights count
 	all := slices.Clone(web.Backends)
 	web.Backends = web.Backends[:3] // backend-4 joins later
-	e.start(e.config(cfgOpts{Services: []svcDef{web}}))
+	// web is created through REST, not the config file: the test changes it
+	// through REST, and a config-file service is the file's (409, issue 14).
+	e.start(e.config(cfgOpts{}))
 	e.waitReady(time.Minute)
+	e.putService(web)
 	e.converged("start", []svcDef{web})
 
 	weights := map[int]uint32{0: 1, 1: 1, 2: 1} // backend index → weight; absent = not in the service

@@ -1,0 +1,126 @@
+//go:build netns
+
+package faults
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgelb/edgelb/lab/netns"
+)
+
+// TestNetnsIdleCost (issue 18): the real daemon with N services × 10
+// backends from a plainly written config file sits idle for a window with
+// a short resync interval (5 s: six times the resyncs of the default 30 s,
+// so the figure is an upper bound). It prints the start-up phases, the
+// daemon's CPU over the window as a share of one core, the resyncs' own
+// cost, and VmRSS at ready and after the window; then a frontend deleted by
+// hand with nft must be back within one resync interval plus the time of
+// one full read-back.
+//
+// make test runs a light variant (EDGELB_IDLE_SERVICES=2000, a 15 s window);
+// make bench runs 10,000 and 50,000 over 120 s (lab/bench.sh sets the knobs).
+func TestNetnsIdleCost(t *testing.T) {
+	n := envInt("EDGELB_IDLE_SERVICES", 2000)
+	window := time.Duration(envInt("EDGELB_IDLE_WINDOW_S", 15)) * time.Second
+	const resync = 5 * time.Second
+	e := newEnv(t, "fli", 3)
+	svcs := append([]svcDef{e.webService()}, tenBackendServices(e, n)...)
+	cfg := e.config(cfgOpts{Services: svcs, Resync: resync})
+	startAt := time.Now()
+	e.start(cfg)
+	e.waitReady(10 * time.Minute)
+	ready := time.Since(startAt)
+	pid := e.d.PID()
+	phases := e.startupPhases()
+
+	const okResyncs = `edgelb_dataplane_syncs_total{kind="resync",result="ok"}`
+	settled, ok := waitFor(3*resync+time.Minute, 200*time.Millisecond, func() bool { return e.metric(okResyncs) >= 2 })
+	if !ok {
+		t.Fatalf("no two resyncs within %s of ready", settled)
+	}
+	rss0 := rssMiB(t, pid)
+	r0, cpuMetric0 := e.metric(okResyncs), e.metric(`edgelb_dataplane_cpu_seconds_total{kind="resync"}`)
+	dur0, cnt0 := e.metric(`edgelb_dataplane_sync_duration_seconds_sum{kind="resync"}`), e.metric(`edgelb_dataplane_sync_duration_seconds_count{kind="resync"}`)
+	cpu0, t0 := procCPU(pid), time.Now()
+	time.Sleep(window)
+	cpu1, el := procCPU(pid), time.Since(t0)
+	r1, cpuMetric1 := e.metric(okResyncs), e.metric(`edgelb_dataplane_cpu_seconds_total{kind="resync"}`)
+	dur1, cnt1 := e.metric(`edgelb_dataplane_sync_duration_seconds_sum{kind="resync"}`), e.metric(`edgelb_dataplane_sync_duration_seconds_count{kind="resync"}`)
+	rss1 := rssMiB(t, pid)
+	resyncs := r1 - r0
+	share := 100 * (cpu1 - cpu0).Seconds() / el.Seconds()
+	meanMs := 1000 * (dur1 - dur0) / max(cnt1-cnt0, 1)
+	resyncCPUms := 1000 * (cpuMetric1 - cpuMetric0) / max(resyncs, 1)
+	if min := float64(el/resync) - 2; resyncs < min {
+		t.Errorf("%.0f resyncs in %s with a %s interval, want ≥ %.0f", resyncs, el.Round(time.Second), resync, min)
+	}
+
+	t.Logf("MEASURED idle services=%d backends=10 resyncInterval=%s window=%s cpu_pct_of_core=%.2f resyncs=%.0f resync_mean_ms=%.3f resync_cpu_ms=%.3f rss_ready_mib=%.1f rss_after_mib=%.1f start_to_ready_s=%.3f %s load=%q",
+		n, resync, el.Round(time.Second), share, resyncs, meanMs, resyncCPUms, rss0, rss1, ready.Seconds(), phases, netns.Loadavg())
+
+	// A hand edit at this scale: the next resync reads back and repairs.
+	web := svcs[0]
+	del := fmt.Sprintf("delete element ip edgelb vip { %s . tcp . %d }", web.VIP, web.Port)
+	cmd := e.lab.Gateway.Command(context.Background(), "nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(del + "\n")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("tamper: nft %q: %v: %s", del, err, out)
+	}
+	tampered := e.metric(okResyncs)
+	repaired, ok := waitFor(resync+2*time.Minute, 50*time.Millisecond, func() bool { return vipCount(e.lab.Gateway) == len(svcs) })
+	if !ok {
+		t.Fatalf("the frontend deleted by hand was not back %s later", repaired.Round(time.Millisecond))
+	}
+	nth := e.metric(okResyncs) - tampered
+	if nth < 1 || nth > 2 {
+		// The first resync after the tamper repairs it; the second only if
+		// the tamper landed while one was running (after its read).
+		t.Errorf("repaired by resync %.0f after the tamper, want the first (or the second, if one was running)", nth)
+	}
+	e.trafficOK("after the repair", svcs[0])
+
+	// A separate line, so the idle figures above are printed even when the
+	// repair is not (at 50,000 services a full read-back takes minutes).
+	t.Logf("MEASURED idle services=%d repair_s=%.3f repaired_by_resync=%.0f load=%q", n, repaired.Seconds(), nth, netns.Loadavg())
+	t.Logf("idle: config %d bytes; RSS read %s after ready (after ≥2 resyncs) and again after the %s window (%.0f more resyncs)",
+		len(cfg), settled.Round(time.Second), el.Round(time.Second), resyncs)
+}
+
+// tenBackendServices are n bulk services (VIPs 203.0.113.1-250 sharing by
+// port) with 10 backends each: the lab's three, and seven addresses on the
+// backend segment where nothing listens (an idle gateway never sends to
+// them; the kernel holds their buckets all the same).
+func tenBackendServices(e *env, n int) []svcDef {
+	out := e.bulkServices(n, 0)
+	for i := range out {
+		for k := len(out[i].Backends); k < 10; k++ {
+			a := netip.AddrFrom4([4]byte{198, 51, 100, byte(200 + k)})
+			out[i].Backends = append(out[i].Backends, beDef{netip.AddrPortFrom(a, 8080), 1})
+		}
+	}
+	return out
+}
+
+// startupPhases renders the daemon's edgelb_startup_seconds as
+// "startup_config_s=… startup_checks_s=… …".
+func (e *env) startupPhases() string {
+	var parts []string
+	for _, p := range []string{"config", "checks", "writer", "apply", "total"} {
+		parts = append(parts, fmt.Sprintf("startup_%s_s=%.3f", p, e.metric(fmt.Sprintf(`edgelb_startup_seconds{phase=%q}`, p))))
+	}
+	return strings.Join(parts, " ")
+}
+
+func rssMiB(t *testing.T, pid int) float64 {
+	t.Helper()
+	st, err := procStatus(pid, "VmRSS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return float64(st["VmRSS"]) / 1024
+}
