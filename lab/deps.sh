@@ -9,7 +9,7 @@ for g in "$@"; do
     ipvs)       pkgs+=(qemu-system-x86 cpio busybox-static xz-utils ipvsadm) ;;
     k8s)        pkgs+=(openssl curl) ;;
     bgp)        pkgs+=(frr bird2 iproute2) ;;
-    failover)   pkgs+=(iproute2 iputils-arping tshark) ;;
+    failover)   pkgs+=(iproute2 iputils-arping tshark conntrack conntrackd) ;;
     ui)         pkgs+=(chromium fonts-liberation) ;;
     systemd)    pkgs+=(systemd) ;;
     monitoring) pkgs+=(prometheus) ;;
@@ -26,5 +26,8 @@ done
 if [ "$(id -u)" != 0 ]; then echo "deps.sh: need root to install: ${missing[*]}" >&2; exit 1; fi
 echo "installing: ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# Another apt (unattended-upgrades on a fresh machine, a second make target)
+# may hold dpkg's lock: wait for it rather than fail the run.
+lock=(-o DPkg::Lock::Timeout=600)
+apt-get "${lock[@]}" update -qq
+apt-get "${lock[@]}" install -y -qq --no-install-recommends "${missing[@]}"
