@@ -19,7 +19,8 @@ import (
 // and their ports are pairwise disjoint (MetalLB's rule).
 type Allocator struct {
 	pools  map[string]*poolState
-	names  []string      // pool names, sorted: the auto-assign order
+	names  []string      // pool names, sorted
+	order  []string      // pool names in auto-assign order (autoOrder)
 	ranges []*rangeState // every range, sorted by family then first address
 	ips    map[netip.Addr]*ipUse
 	held   map[string][]netip.Addr
@@ -106,9 +107,18 @@ func (a *Allocator) setPools(pools []Pool, strict bool) ([]Orphan, error) {
 		ranges = append(ranges, ps.ranges...)
 	}
 	sort.Strings(names)
+	ordered := make([]*poolState, 0, len(names))
+	for _, n := range names {
+		ordered = append(ordered, byName[n])
+	}
+	autoOrder(ordered)
+	order := make([]string, len(ordered))
+	for i, p := range ordered {
+		order[i] = p.Name
+	}
 	sort.Slice(ranges, func(i, j int) bool { return rangeLess(ranges[i].Range, ranges[j].Range) })
 
-	next := &Allocator{pools: byName, names: names, ranges: ranges}
+	next := &Allocator{pools: byName, names: names, order: order, ranges: ranges}
 	// Check every assignment against the new pools before touching anything.
 	// An address stays taken in whatever new range covers it — also when it
 	// left the pool it was assigned from (an overlapping pool replacing a
@@ -149,7 +159,7 @@ func (a *Allocator) setPools(pools []Pool, strict bool) ([]Orphan, error) {
 		rs.pool.used++
 		a.ips[ip].pool = rs.pool.Name
 	}
-	a.pools, a.names, a.ranges = next.pools, next.names, next.ranges
+	a.pools, a.names, a.order, a.ranges = next.pools, next.names, next.order, next.ranges
 	// Report every owner of each orphaned address.
 	var out []Orphan
 	for _, o := range lost {
@@ -210,14 +220,28 @@ func conflict(svc string, ip netip.Addr, u *ipUse, req Request) error {
 	return nil
 }
 
-// Assign gives svc exactly ip (a requested address, or one restored after a
-// restart). It returns a *FieldError when ip is outside every pool (or
-// outside req.Pool, or a .0/.255 of a pool avoiding those) and a
-// *ConflictError when another service holds ip and they may not share.
-// Assigning an address svc already holds re-checks it against req and
-// records req's ports and key. On success svc drops any other address of
-// the same family.
+// Assign gives svc exactly ip (a requested address). It returns a
+// *FieldError when ip is outside every pool (or outside req.Pool, or a
+// .0/.255 of a pool avoiding those), a *NotAdmittedError when ip's pool's
+// serviceAllocation excludes the service (unless svc already holds ip: a
+// held address is re-checked with Admitted and moved make before break, not
+// dropped here) and a *ConflictError when another service holds ip and
+// they may not share. Assigning an address svc already holds re-checks it
+// against req and records req's ports and key. On success svc drops any
+// other address of the same family.
 func (a *Allocator) Assign(svc string, ip netip.Addr, req Request) error {
+	return a.assign(svc, ip, req, true)
+}
+
+// Adopt is Assign for an address a service already held before this
+// allocator existed (restored after a restart or a leader change): pool
+// selectors are not checked here, so a new leader never drops an address
+// break-before-make; the caller re-checks it with Admitted and moves it.
+func (a *Allocator) Adopt(svc string, ip netip.Addr, req Request) error {
+	return a.assign(svc, ip, req, false)
+}
+
+func (a *Allocator) assign(svc string, ip netip.Addr, req Request, admit bool) error {
 	ip = ip.Unmap()
 	if !ip.IsValid() {
 		return &FieldError{Field: "ip", Err: errors.New("no address given")}
@@ -237,6 +261,11 @@ func (a *Allocator) Assign(svc string, ip netip.Addr, req Request) error {
 		return &FieldError{Field: "ip", Value: ip.String(), Err: fmt.Errorf("in pool %q, not in pool %q", rs.pool.Name, req.Pool)}
 	case !rs.usableAddr(ip):
 		return &FieldError{Field: "ip", Value: ip.String(), Err: fmt.Errorf("pool %q avoids addresses ending in .0 and .255", rs.pool.Name)}
+	}
+	if admit && !slices.Contains(a.held[svc], ip) {
+		if err := rs.pool.admits(svc, req); err != nil {
+			return err
+		}
 	}
 	if u := a.ips[ip]; u != nil {
 		if err := conflict(svc, ip, u, req); err != nil {
@@ -306,8 +335,11 @@ func (a *Allocator) unshare(key string, ip netip.Addr) {
 	}
 }
 
-// Allocate picks an address of family fam for svc: from req.Pool when set,
-// else from the auto-assign pools in name order. With a sharing key it
+// Allocate picks an address of family fam for svc: from req.Pool when set
+// (a *NotAdmittedError when that pool's serviceAllocation excludes the
+// service), else from the auto-assign pools admitting it in MetalLB's
+// order: pools with a serviceAllocation first, by priority (lower first,
+// unset last), then pools without one; name breaks ties. With a sharing key it
 // first joins an address already shared under that key (ports disjoint).
 // It is idempotent: when svc already holds an address of fam that
 // satisfies req (in one of those pools, sharing allowed), that address is
@@ -321,11 +353,14 @@ func (a *Allocator) Allocate(svc string, fam Family, req Request) (netip.Addr, e
 		if !ok {
 			return netip.Addr{}, &FieldError{Field: "pool", Value: req.Pool, Err: errors.New("no such pool")}
 		}
+		if err := p.admits(svc, req); err != nil {
+			return netip.Addr{}, err
+		}
 		cands = []*poolState{p}
 	} else {
-		for _, n := range a.names {
-			if a.pools[n].AutoAssign {
-				cands = append(cands, a.pools[n])
+		for _, n := range a.order {
+			if p := a.pools[n]; p.AutoAssign && p.admits(svc, req) == nil {
+				cands = append(cands, p)
 			}
 		}
 	}
@@ -388,7 +423,7 @@ func (a *Allocator) Allocate(svc string, fam Family, req Request) (netip.Addr, e
 	case req.Pool != "":
 		return netip.Addr{}, fmt.Errorf("allocate an %s address for service %q from pool %q: %w", fam, svc, req.Pool, ErrExhausted)
 	case len(cands) == 0:
-		return netip.Addr{}, fmt.Errorf("allocate an %s address for service %q: no auto-assign pool: %w", fam, svc, ErrExhausted)
+		return netip.Addr{}, fmt.Errorf("allocate an %s address for service %q: no auto-assign pool admits it: %w", fam, svc, ErrExhausted)
 	}
 	names := make([]string, len(cands))
 	for i, p := range cands {
@@ -523,6 +558,7 @@ func (a *Allocator) Clone() *Allocator {
 	c := &Allocator{
 		pools:  make(map[string]*poolState, len(a.pools)),
 		names:  slices.Clone(a.names),
+		order:  slices.Clone(a.order),
 		ips:    make(map[netip.Addr]*ipUse, len(a.ips)),
 		held:   make(map[string][]netip.Addr, len(a.held)),
 		shared: make(map[string]map[netip.Addr]struct{}, len(a.shared)),

@@ -249,5 +249,6 @@ func clonePool(p Pool) Pool {
 	p.Ranges = append([]Range(nil), p.Ranges...)
 	p.Advertisement.Communities = append([]string(nil), p.Advertisement.Communities...)
 	p.Advertisement.LargeCommunities = append([]string(nil), p.Advertisement.LargeCommunities...)
+	p.Allocation = cloneAllocation(p.Allocation)
 	return p
 }

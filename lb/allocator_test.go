@@ -58,6 +58,7 @@ const (
 	fieldErr
 	conflictErr
 	exhaustedErr
+	notAdmittedErr
 )
 
 func (k errKind) check(err error) error {
@@ -80,6 +81,11 @@ func (k errKind) check(err error) error {
 		if !errors.Is(err, ErrExhausted) {
 			return fmt.Errorf("want ErrExhausted, got %v", err)
 		}
+	case notAdmittedErr:
+		var ne *NotAdmittedError
+		if !errors.As(err, &ne) || !errors.Is(err, ErrNotAdmitted) {
+			return fmt.Errorf("want *NotAdmittedError, got %v", err)
+		}
 	}
 	return nil
 }
@@ -95,13 +101,17 @@ type step struct {
 	key   string
 	ports string
 	want  errKind
+	// Who asks (allocator_selectors_test.go): namespace, "k=v,..." labels
+	// of the service and of its namespace.
+	ns, labels, nsLabels string
 }
 
 func runSteps(t *testing.T, a *Allocator, steps []step) {
 	t.Helper()
 	for i, s := range steps {
 		name := fmt.Sprintf("step %d %q", i, s.desc)
-		req := Request{Pool: s.pool, SharingKey: s.key, Ports: ports(s.ports)}
+		req := Request{Pool: s.pool, SharingKey: s.key, Ports: ports(s.ports),
+			Namespace: s.ns, Labels: labelSet(s.labels), NamespaceLabels: labelSet(s.nsLabels)}
 		before := a.IPs(s.svc)
 		switch s.op {
 		case "assign":
@@ -139,6 +149,14 @@ func runSteps(t *testing.T, a *Allocator, steps []step) {
 			}
 			if !slices.Contains(a.IPs(s.svc), ip) {
 				t.Fatalf("%s: %s not in IPs(%s) = %v", name, ip, s.svc, a.IPs(s.svc))
+			}
+		case "adopt":
+			if e := s.want.check(a.Adopt(s.svc, netip.MustParseAddr(s.ip), req)); e != nil {
+				t.Fatalf("%s: Adopt(%s, %s): %v", name, s.svc, s.ip, e)
+			}
+		case "admitted":
+			if e := s.want.check(a.Admitted(s.svc, netip.MustParseAddr(s.ip), req)); e != nil {
+				t.Fatalf("%s: Admitted(%s, %s): %v", name, s.svc, s.ip, e)
 			}
 		case "release":
 			a.Release(s.svc, netip.MustParseAddr(s.ip))

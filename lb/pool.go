@@ -149,6 +149,10 @@ type Pool struct {
 	AvoidBuggyIPs bool `json:"avoidBuggyIPs"`
 	// Advertisement holds the BGP attributes routes for this pool's VIPs carry.
 	Advertisement Advertisement `json:"advertisement"`
+	// Allocation narrows which services the pool serves and orders it
+	// (MetalLB's serviceAllocation); nil: every service, after the pools
+	// that have one.
+	Allocation *ServiceAllocation `json:"serviceAllocation,omitempty"`
 }
 
 // Advertisement is how a pool's VIPs are announced over BGP.
@@ -210,7 +214,7 @@ func (p *Pool) Validate() error {
 			return &FieldError{Field: "advertisement.aggregationLength", Value: fmt.Sprint(a), Err: err}
 		}
 	}
-	return nil
+	return validateAllocation(p.Allocation)
 }
 
 // CheckOverlap returns a ConflictError when any range of p overlaps one of

@@ -138,6 +138,12 @@ type Request struct {
 	// may share one IP.
 	SharingKey string
 	Ports      []PortProto
+	// Who asks, matched against pools' ServiceAllocation: a Kubernetes
+	// Service's namespace, its labels and its namespace's labels (all
+	// empty for standalone services, which have none).
+	Namespace       string
+	Labels          map[string]string
+	NamespaceLabels map[string]string
 }
 
 // PoolStatus is a pool with its usage.

@@ -395,3 +395,154 @@ func ValidateHealthHost(h string) error {
 	}
 	return nil
 }
+
+// MaxPriority bounds serviceAllocation.priority (the CRD's int32).
+const MaxPriority = 1<<31 - 1
+
+// validateAllocation checks a pool's serviceAllocation: priority 0 or
+// more, namespaces as Kubernetes names them, selectors with valid label
+// keys and values and known operators (the API server does not check what
+// a custom resource carries, so this is the only check).
+func validateAllocation(a *ServiceAllocation) error {
+	if a == nil {
+		return nil
+	}
+	fe := func(field, value, format string, args ...any) error {
+		return &FieldError{Field: "serviceAllocation." + field, Value: value, Err: fmt.Errorf(format, args...)}
+	}
+	if a.Priority < 0 || a.Priority > MaxPriority {
+		return fe("priority", fmt.Sprint(a.Priority), "out of range 0-%d (lower is tried first; 0 = unset, after every set priority)", MaxPriority)
+	}
+	seen := map[string]int{}
+	for i, ns := range a.Namespaces {
+		f := fmt.Sprintf("namespaces[%d]", i)
+		if err := checkDNSLabel(ns); err != nil {
+			return fe(f, ns, "not a namespace name: %v", err)
+		}
+		if j, dup := seen[ns]; dup {
+			return fe(f, ns, "listed twice (also namespaces[%d])", j)
+		}
+		seen[ns] = i
+	}
+	for i, s := range a.NamespaceSelectors {
+		if err := validateSelector(fmt.Sprintf("serviceAllocation.namespaceSelectors[%d]", i), s); err != nil {
+			return err
+		}
+	}
+	for i, s := range a.ServiceSelectors {
+		if err := validateSelector(fmt.Sprintf("serviceAllocation.serviceSelectors[%d]", i), s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ErrStandaloneSelectors is wrapped when a standalone pool carries
+// namespace or service selectors: standalone services have no namespace
+// and no labels, so the selectors could never admit one.
+var ErrStandaloneSelectors = errors.New("selectors apply to Kubernetes Services (cluster mode, IPPool objects); standalone services have no namespace or labels — only serviceAllocation.priority applies here")
+
+// ValidateStandalonePool is Validate for the standalone writer (config
+// file and REST API without a cluster): it also refuses selectors.
+func ValidateStandalonePool(p *Pool) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	if a := p.Allocation; a != nil {
+		switch {
+		case len(a.Namespaces) > 0:
+			return &FieldError{Field: "serviceAllocation.namespaces", Value: strings.Join(a.Namespaces, ","), Err: ErrStandaloneSelectors}
+		case len(a.NamespaceSelectors) > 0:
+			return &FieldError{Field: "serviceAllocation.namespaceSelectors", Err: ErrStandaloneSelectors}
+		case len(a.ServiceSelectors) > 0:
+			return &FieldError{Field: "serviceAllocation.serviceSelectors", Err: ErrStandaloneSelectors}
+		}
+	}
+	return nil
+}
+
+func validateSelector(field string, s LabelSelector) error {
+	fe := func(f, value, format string, args ...any) error {
+		return &FieldError{Field: field + f, Value: value, Err: fmt.Errorf(format, args...)}
+	}
+	for k, v := range s.MatchLabels {
+		if err := checkLabelKey(k); err != nil {
+			return fe(".matchLabels", k, "bad label key: %v", err)
+		}
+		if err := checkLabelValue(v); err != nil {
+			return fe(".matchLabels."+k, v, "bad label value: %v", err)
+		}
+	}
+	for j, r := range s.MatchExpressions {
+		f := fmt.Sprintf(".matchExpressions[%d]", j)
+		if err := checkLabelKey(r.Key); err != nil {
+			return fe(f+".key", r.Key, "bad label key: %v", err)
+		}
+		switch r.Operator {
+		case OpIn, OpNotIn:
+			if len(r.Values) == 0 {
+				return fe(f+".values", "", "operator %s needs at least one value", r.Operator)
+			}
+		case OpExists, OpDoesNotExist:
+			if len(r.Values) > 0 {
+				return fe(f+".values", strings.Join(r.Values, ","), "operator %s takes no values", r.Operator)
+			}
+		default:
+			return fe(f+".operator", string(r.Operator), "want In, NotIn, Exists or DoesNotExist")
+		}
+		for k, v := range r.Values {
+			if err := checkLabelValue(v); err != nil {
+				return fe(fmt.Sprintf("%s.values[%d]", f, k), v, "bad label value: %v", err)
+			}
+		}
+	}
+	return nil
+}
+
+// Label syntax as the Kubernetes API server enforces it on objects.
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+// checkLabelValue: empty, or up to 63 of [A-Za-z0-9-_.], alphanumeric at both ends.
+func checkLabelValue(v string) error {
+	if v == "" {
+		return nil
+	}
+	if len(v) > 63 {
+		return errors.New("longer than 63 characters")
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if !isAlnum(c) && c != '-' && c != '_' && c != '.' || (i == 0 || i == len(v)-1) && !isAlnum(c) {
+			return errors.New("want up to 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit")
+		}
+	}
+	return nil
+}
+
+// checkLabelKey: [prefix/]name, prefix a DNS subdomain (253), name a non-empty label value.
+func checkLabelKey(k string) error {
+	name := k
+	if pre, n, ok := strings.Cut(k, "/"); ok {
+		if err := ValidateName(pre); err != nil {
+			return fmt.Errorf("prefix: %v", err)
+		}
+		name = n
+	}
+	if name == "" {
+		return errors.New("empty name")
+	}
+	return checkLabelValue(name)
+}
+
+// checkDNSLabel: a namespace name (RFC 1123 label, at most 63 characters).
+func checkDNSLabel(s string) error {
+	if err := ValidateName(s); err != nil {
+		return err
+	}
+	if len(s) > 63 || strings.Contains(s, ".") {
+		return errors.New("want at most 63 lower-case letters, digits or '-'")
+	}
+	return nil
+}
