@@ -42,7 +42,7 @@ type Options struct {
 	// and nothing changes, never downgraded. nil allows every method.
 	Methods []proxy.Method
 	// Check is the running dataplane's own verdict on what it can program
-	// (nft.Check: no lc, wlc, sed, nq, mh; IPVS: nil, it does all). Every
+	// (nft.Check: no lc, wlc, sed, nq; IPVS: nil, it does all). Every
 	// change — REST write, config load and reload — is checked with it
 	// before anything is stored, so a service the kernel would refuse
 	// never reaches Apply (issue 14: one lc service over REST made nftables

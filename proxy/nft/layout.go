@@ -268,7 +268,7 @@ func (f fam) rulesOf(chain string) []rule {
 // pickRules: with affinity, first reuse the backend remembered for this
 // client (the rule ends at the dnat when the lookup hits), else pick a
 // bucket: numgen random (rr, wrr) or jhash of the source (sh) or
-// destination (dh) address, mod N.
+// destination (dh) address, mod N, or of the 5-tuple mod M (mh, flowHash).
 func (f fam) pickRules(p pick) []rule {
 	var rs []rule
 	if p.sticky {
@@ -276,6 +276,8 @@ func (f fam) pickRules(p pick) []rule {
 	}
 	var bucket []expr.Any
 	switch p.kind {
+	case pickMaglev:
+		bucket = f.flowHash(uint32(p.n))
 	case pickSrcHash, pickDstHash:
 		load := f.loadSaddr(r32(6))
 		if p.kind == pickDstHash {
@@ -287,6 +289,22 @@ func (f fam) pickRules(p pick) []rule {
 		bucket = one(&expr.Numgen{Register: r32(1), Modulus: uint32(p.n), Type: unix.NFT_NG_RANDOM})
 	}
 	return append(rs, rule{"pick", cat(one(loadMark()), bucket, one(lookupData(setBE), f.dnat()))})
+}
+
+// flowHash leaves jhash(saddr . sport . daddr . dport) mod n in r32(1): the
+// 5-tuple (the protocol is implied by the frontend the service was found
+// by) laid out as nft concatenates it, from r32(6) on — 16 bytes for IPv4,
+// 40 for IPv6, which ends exactly at the last register, r32(15). The
+// kernel's jhash with a fixed seed is the same on every gateway, so a flow
+// hashes to the same Maglev slot wherever it lands.
+func (f fam) flowHash(n uint32) []expr.Any {
+	a := f.addrLen / 4
+	return one(f.loadSaddr(r32(6)),
+		&expr.Payload{DestRegister: r32(6 + a), Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 2},
+		f.loadDaddr(r32(6+a+1)),
+		dport(r32(6+2*a+1)),
+		&expr.Hash{SourceRegister: r32(6), DestRegister: r32(1), Length: 2*f.addrLen + 8,
+			Modulus: n, Seed: jhashSeed, Type: expr.HashTypeJenkins})
 }
 
 // postRules run once per new connection after the DNAT: remember the

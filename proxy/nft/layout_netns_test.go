@@ -40,7 +40,7 @@ func TestNetnsLayoutListable(t *testing.T) {
 			}
 		}
 		chains := baseChains(tb)
-		for _, p := range []pick{{pickRandom, 3, false}, {pickSrcHash, 3, false}, {pickDstHash, 2, false}, {pickRandom, 3, true}, {pickSrcHash, 3, true}} {
+		for _, p := range []pick{{pickRandom, 3, false}, {pickSrcHash, 3, false}, {pickDstHash, 2, false}, {pickRandom, 3, true}, {pickSrcHash, 3, true}, {pickMaglev, 251, false}, {pickMaglev, 1021, true}} {
 			chains = append(chains, &gnft.Chain{Table: tb, Name: p.chain()})
 		}
 		for _, p := range []post{{true, 0}, {false, 0}, {true, 300 * time.Second}, {false, 5 * time.Millisecond}} {

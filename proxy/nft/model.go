@@ -12,6 +12,7 @@ import (
 	"github.com/google/nftables/binaryutil"
 
 	"github.com/edgelb/edgelb/proxy"
+	"github.com/edgelb/edgelb/proxy/maglev"
 )
 
 // MaxBuckets bounds the buckets of one weighted service: weights are reduced
@@ -69,6 +70,7 @@ const (
 	pickRandom  pickKind = 'r' // rr, wrr: numgen random mod N
 	pickSrcHash pickKind = 's' // sh: jhash(saddr) mod N
 	pickDstHash pickKind = 'd' // dh: jhash(daddr) mod N
+	pickMaglev  pickKind = 'm' // mh: jhash(saddr . sport . daddr . dport) mod M, a Maglev table
 	jhashSeed            = 0x0ed6e1b0
 	pickPrefix           = "pick-"
 	postPrefix           = "post-"
@@ -103,7 +105,7 @@ func parsePick(name string) (pick, bool) {
 		return pick{}, false
 	}
 	p := pick{kind: pickKind(rest[0])}
-	if p.kind != pickRandom && p.kind != pickSrcHash && p.kind != pickDstHash {
+	if p.kind != pickRandom && p.kind != pickSrcHash && p.kind != pickDstHash && p.kind != pickMaglev {
 		return pick{}, false
 	}
 	num, sticky := strings.CutSuffix(rest[1:], "-a")
@@ -220,7 +222,7 @@ func (st *svcState) frontends() []frontend {
 func sameInput(a, b *proxy.Service) bool {
 	if a.Name != b.Name || a.VIP != b.VIP || a.Port != b.Port || a.Protocol != b.Protocol ||
 		a.NodePort != b.NodePort || a.Scheduler != b.Scheduler || a.Affinity != b.Affinity ||
-		a.Method != b.Method || len(a.Backends) != len(b.Backends) {
+		a.Method != b.Method || a.Family != b.Family || len(a.Backends) != len(b.Backends) {
 		return false
 	}
 	for i := range a.Backends {
@@ -263,8 +265,10 @@ func prepare(s *proxy.Service) (*svcState, error) {
 		st.v6 = s.VIP.Is6()
 	case s.NodePort == 0:
 		return nil, svcError(s, errors.New("neither a VIP nor a node port"))
-	case len(s.Backends) > 0:
-		st.v6 = s.Backends[0].Addr.Addr().Is6()
+	default:
+		// A node port serves one family (Key.Family): a dual-stack node
+		// port is two services.
+		st.v6 = st.key.Family == proxy.IPv6
 	}
 	switch s.Method {
 	case "", proxy.NAT:
@@ -285,11 +289,13 @@ func prepare(s *proxy.Service) (*svcState, error) {
 		st.pick.kind = pickSrcHash
 	case proxy.DestinationHash:
 		st.pick.kind = pickDstHash
-	case proxy.LeastConn, proxy.WeightedLeastConn, proxy.ShortestExpected, proxy.NeverQueue, proxy.MaglevHash:
-		// These need per-backend connection counts or a Maglev table that a
-		// stateless ruleset cannot keep; pretending (weighted random) would
-		// silently change behaviour, so refuse.
-		return nil, svcError(s, fmt.Errorf("scheduler %q: %w (nftables does rr, wrr, sh, dh; use the ipvs dataplane)", s.Scheduler, proxy.ErrUnsupported))
+	case proxy.MaglevHash:
+		st.pick.kind = pickMaglev
+	case proxy.LeastConn, proxy.WeightedLeastConn, proxy.ShortestExpected, proxy.NeverQueue:
+		// These need per-backend connection counts that a stateless ruleset
+		// cannot keep; pretending (weighted random) would silently change
+		// behaviour, so refuse.
+		return nil, svcError(s, fmt.Errorf("scheduler %q: %w (nftables does rr, wrr, sh, dh, mh; use the ipvs dataplane)", s.Scheduler, proxy.ErrUnsupported))
 	default:
 		return nil, svcError(s, fmt.Errorf("scheduler %q: unknown", s.Scheduler))
 	}
@@ -327,6 +333,14 @@ func prepare(s *proxy.Service) (*svcState, error) {
 	}
 	// Sorted so the same backends in another order render the same elements.
 	slices.SortFunc(elig, func(a, b cand) int { return a.ap.Compare(b.ap) })
+	if st.pick.kind == pickMaglev {
+		bs := make([]maglev.Backend, len(elig))
+		for i, c := range elig {
+			bs[i] = maglev.Backend{Addr: c.ap, Weight: c.w}
+		}
+		st.maglev(bs)
+		return st, nil
+	}
 	w := make([]uint32, len(elig))
 	for i, c := range elig {
 		w[i] = 1
@@ -350,7 +364,9 @@ func prepare(s *proxy.Service) (*svcState, error) {
 // with another N the modulus moves every client anyway.
 func (st *svcState) keepPositions(old *svcState) {
 	n, stride := st.buckets(), st.stride()
-	if old == nil || old.v6 != st.v6 || old.buckets() != n || n == 0 {
+	// A Maglev table's slots are its own (the same on every gateway);
+	// between two tables only the slots whose backend changed differ.
+	if st.pick.kind == pickMaglev || old == nil || old.v6 != st.v6 || old.buckets() != n || n == 0 {
 		return
 	}
 	left := map[string]int{} // wanted backend → buckets still to place
@@ -505,3 +521,31 @@ func decBackend(b []byte) (netip.AddrPort, bool) {
 }
 
 func decU32(b []byte) uint32 { return binaryutil.NativeEndian.Uint32(b) }
+
+// maglev renders scheduler mh: the buckets are a Maglev table of
+// maglev.TableSize(backends) slots built from the eligible backends'
+// identities and weights, so every gateway holding the same backends holds
+// the same buckets, and the pick chain's 5-tuple hash sends a flow to the
+// same backend on each of them (even a mid-stream packet without conntrack
+// state). No eligible backend: no buckets (nobackend).
+func (st *svcState) maglev(bs []maglev.Backend) {
+	if len(bs) == 0 {
+		return
+	}
+	m := maglev.TableSize(len(bs))
+	table, err := maglev.Build(bs, m)
+	if err != nil {
+		// prepare has checked the addresses (valid, distinct) and M is
+		// one of maglev.Sizes: Build cannot refuse them.
+		panic(err)
+	}
+	enc := make([][]byte, len(bs))
+	for i, b := range bs {
+		enc[i] = encBackend(b.Addr)
+	}
+	st.be = make([]byte, 0, m*st.stride())
+	for _, k := range table {
+		st.be = append(st.be, enc[k]...)
+	}
+	st.pick.n = m
+}

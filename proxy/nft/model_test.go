@@ -2,6 +2,7 @@ package nft
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -111,7 +112,6 @@ func TestPrepareRefuses(t *testing.T) {
 		{"wlc", func(s *proxy.Service) { s.Scheduler = proxy.WeightedLeastConn }, true, `"wlc"`},
 		{"sed", func(s *proxy.Service) { s.Scheduler = proxy.ShortestExpected }, true, `"sed"`},
 		{"nq", func(s *proxy.Service) { s.Scheduler = proxy.NeverQueue }, true, `"nq"`},
-		{"mh", func(s *proxy.Service) { s.Scheduler = proxy.MaglevHash }, true, `"mh"`},
 		{"dr", func(s *proxy.Service) { s.Method = proxy.DirectRouting }, true, `"dr"`},
 		{"tunnel", func(s *proxy.Service) { s.Method = proxy.Tunnel }, true, `"tunnel"`},
 		{"unknown scheduler", func(s *proxy.Service) { s.Scheduler = "fastest" }, false, `"fastest"`},
@@ -345,14 +345,14 @@ func FuzzParseChain(f *testing.F) {
 
 func TestCheckRefusesWhatNftablesCannotDo(t *testing.T) {
 	base := proxy.Service{VIP: netip.MustParseAddr("192.0.2.1"), Port: 80, Protocol: proxy.TCP, Method: proxy.NAT}
-	for _, sch := range []proxy.Scheduler{proxy.RoundRobin, proxy.WeightedRoundRobin, proxy.SourceHash, proxy.DestinationHash} {
+	for _, sch := range []proxy.Scheduler{proxy.RoundRobin, proxy.WeightedRoundRobin, proxy.SourceHash, proxy.DestinationHash, proxy.MaglevHash} {
 		s := base
 		s.Scheduler = sch
 		if err := Check(s); err != nil {
 			t.Errorf("scheduler %s refused: %v", sch, err)
 		}
 	}
-	for _, sch := range []proxy.Scheduler{proxy.LeastConn, proxy.WeightedLeastConn, proxy.ShortestExpected, proxy.NeverQueue, proxy.MaglevHash} {
+	for _, sch := range []proxy.Scheduler{proxy.LeastConn, proxy.WeightedLeastConn, proxy.ShortestExpected, proxy.NeverQueue} {
 		s := base
 		s.Scheduler = sch
 		if err := Check(s); !errors.Is(err, proxy.ErrUnsupported) {
@@ -412,5 +412,61 @@ func TestIDClass(t *testing.T) {
 	}
 	if cs := plain.chains(); len(cs) != 1 || cs[0].name != "pick-r3" {
 		t.Errorf("nat-nosnat chains %v", cs)
+	}
+}
+
+// mh renders a Maglev table: maglev.TableSize(eligible) buckets, shares by
+// weight, the same buckets whatever the list order, and replacing one
+// backend among ten rewrites about a tenth of them (element-level diff).
+func TestPrepareMaglev(t *testing.T) {
+	s := svc4()
+	s.Scheduler = proxy.MaglevHash
+	for i := 1; i <= 10; i++ {
+		s.Backends = append(s.Backends, be(fmt.Sprintf("198.51.100.%d:8080", i), 1))
+	}
+	s.Backends[0].Weight = 3
+	s.Backends = append(s.Backends, proxy.Backend{Addr: netip.MustParseAddrPort("198.51.100.99:8080"), Weight: 1, Draining: true})
+	st, err := prepare(&s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.pick != (pick{pickMaglev, 1021, false}) || st.pick.chain() != "pick-m1021" {
+		t.Fatalf("pick %+v (%s)", st.pick, st.pick.chain())
+	}
+	count := map[netip.AddrPort]int{}
+	for i := 0; i < st.buckets(); i++ {
+		ap, _ := decBackend(st.bucket(i))
+		count[ap]++
+	}
+	// Weights 3,1×9 (W=12) over 1,021 slots: 255.25 and 85.08 each; the
+	// builder's bound is within (-(N-1), +1) slots.
+	if c := count[netip.MustParseAddrPort("198.51.100.1:8080")]; c < 246 || c > 256 || len(count) != 10 {
+		t.Errorf("weight-3 backend holds %d slots (share 255.25); %d backends (draining must hold none)", c, len(count))
+	}
+	rev := s
+	rev.Backends = slices.Clone(s.Backends)
+	slices.Reverse(rev.Backends)
+	st2, _ := prepare(&rev)
+	if string(st2.be) != string(st.be) {
+		t.Error("the same backends in another order render other buckets")
+	}
+	chg := s
+	chg.Backends = slices.Clone(s.Backends)
+	chg.Backends[5].Addr = netip.MustParseAddrPort("198.51.100.50:8080")
+	st3, _ := prepare(&chg)
+	st3.keepPositions(st) // a no-op for mh: slots are the table's
+	st.id, st3.id = idTag|1, idTag|1
+	del, add := diffElems(st.elems(), st3.elems())
+	t.Logf("replace 1 of 10 backends: %d of 1021 bucket elements rewritten", len(add))
+	// A replacement is a removal (its ~85 slots must move) and an addition
+	// (the newcomer takes ~85 slots of its own preference); Maglev moves up
+	// to 1.3× the minimum of each at this size (proxy/maglev
+	// TestDisruption): at most 2 × 1.3 × 85 = 221 of 1,021.
+	if len(del) != len(add) || len(add) < 80 || len(add) > 221 {
+		t.Errorf("replacing one backend: %d deleted, %d added", len(del), len(add))
+	}
+	parsed, ok := parsePick("pick-m1021-a")
+	if !ok || parsed != (pick{pickMaglev, 1021, true}) {
+		t.Errorf("parsePick(pick-m1021-a) = %+v %v", parsed, ok)
 	}
 }

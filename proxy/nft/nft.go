@@ -251,7 +251,7 @@ func (d *Dataplane) Stats() Stats {
 var errClosed = errors.New("nft: dataplane closed")
 
 // Apply implements proxy.Dataplane. Refusals are per service: a service
-// that is invalid, needs what nftables cannot do (lc, wlc, sed, nq, mh
+// that is invalid, needs what nftables cannot do (lc, wlc, sed, nq
 // schedulers; DR or tunnel methods → proxy.ErrUnsupported) or claims another
 // one's frontend is left out — it keeps what it had, a new one is not
 // programmed — every other service is written, and the error is a
@@ -441,15 +441,14 @@ func (d *Dataplane) plan(cfg proxy.Config) (*changes, error) {
 	for i := range cfg.Services {
 		s := &cfg.Services[i]
 		var old *svcState
+		key := s.Key()
 		// The engine hands services over in a stable order: try the one at
 		// the same position last time before hashing the key.
-		if i < len(d.order) && d.order[i] != nil && d.order[i].in.VIP == s.VIP && d.order[i].in.Port == s.Port &&
-			d.order[i].in.NodePort == s.NodePort && d.order[i].in.Protocol == s.Protocol {
+		if i < len(d.order) && d.order[i] != nil && d.order[i].key == key {
 			old = d.order[i]
 		} else {
-			old = d.svcs[s.Key()]
+			old = d.svcs[key]
 		}
-		key := s.Key()
 		if old != nil {
 			if old.gen == gen {
 				ch.refuse(key, svcError(s, fmt.Errorf("listed twice (service %d)", i)))

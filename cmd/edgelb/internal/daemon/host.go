@@ -43,7 +43,7 @@ func HostFindings(cfg *config.Config, src hostcheck.Source) ([]hostcheck.Finding
 }
 
 // nftSchedulerFindings refuses, before anything is programmed, schedulers
-// the nftables dataplane cannot express (lc, wlc, sed, nq, mh): it asks the
+// the nftables dataplane cannot express (lc, wlc, sed, nq): it asks the
 // dataplane itself (nft.Check), so the rule lives in one place.
 func nftSchedulerFindings(cfg *config.Config) []hostcheck.Finding {
 	var out []hostcheck.Finding
@@ -52,7 +52,7 @@ func nftSchedulerFindings(cfg *config.Config) []hostcheck.Finding {
 		if err := nft.Check(probe); err != nil {
 			out = append(out, hostcheck.Finding{Severity: hostcheck.Error, Code: "scheduler-unsupported",
 				Message: fmt.Sprintf("services[%d].scheduler %q (service %q): %v", i, s.Scheduler, s.Name, errors.Unwrap(err)),
-				Fix:     "use rr, wrr, sh or dh with nftables, or load IPVS (modprobe ip_vs) and set dataplane.mode: ipvs"})
+				Fix:     "use rr, wrr, sh, dh or mh with nftables, or load IPVS (modprobe ip_vs) and set dataplane.mode: ipvs"})
 		}
 	}
 	return out
