@@ -17,6 +17,7 @@ const (
 	UsePool    AddrUse = iota // inside a pool's range
 	UseVIP                    // a service's VIP
 	UseBackend                // a backend address
+	UseSource                 // a floating source address (announce.l2.sourceAddresses)
 )
 
 func (u AddrUse) String() string {
@@ -25,6 +26,8 @@ func (u AddrUse) String() string {
 		return "a pool address"
 	case UseVIP:
 		return "a VIP"
+	case UseSource:
+		return "a floating source address"
 	default:
 		return "a backend"
 	}
@@ -100,7 +103,8 @@ func CheckAddr(a netip.Addr, u AddrUse) error {
 	if !ok {
 		return nil
 	}
-	allowed := map[AddrUse]bool{UsePool: c.Pool, UseVIP: c.VIP, UseBackend: c.Backend}[u]
+	// A floating source address is answered for like a VIP: the same rows.
+	allowed := map[AddrUse]bool{UsePool: c.Pool, UseVIP: c.VIP, UseSource: c.VIP, UseBackend: c.Backend}[u]
 	if allowed {
 		return nil
 	}

@@ -35,6 +35,8 @@ type Config struct {
 	State      State
 	Health     Health
 	Log        Log
+	// StateSync copies connection state to the other gateways (stateSync.go).
+	StateSync StateSync
 }
 
 // Secret is a string that prints as [redacted] (%v, %s, %+v, JSON), so a
@@ -72,6 +74,14 @@ type L2 struct {
 	// Members configures several gateways sharing the segment (one owner per
 	// VIP); nil means this gateway is alone and owns every VIP.
 	Members *Members
+	// SourceAddresses (at most one per family) float with the VIPs: the
+	// gateway owning the VIPs answers ARP/NDP for them on SourceInterface,
+	// method nat translates to them instead of the gateway's own address,
+	// and backends of nat-nosnat route replies through them. Every VIP of
+	// a family is then owned together with that family's source address.
+	SourceAddresses []netip.Addr
+	// SourceInterface is the backend segment ("" = Interface).
+	SourceInterface string
 }
 
 // Members is the memberlist cluster of gateways on one L2 segment.

@@ -52,7 +52,12 @@ func convertAnnounce(r *rawAnnounce, e env, c *collector) Announce {
 		a.WithdrawOnShutdown = *r.WithdrawOnShutdown
 	}
 	if r.L2 != nil {
-		a.L2 = &L2{Interface: r.L2.Interface}
+		a.L2 = &L2{Interface: r.L2.Interface, SourceInterface: r.L2.SourceInterface}
+		for i, s := range r.L2.SourceAddresses {
+			if ip, ok := parseAddr(c, index("announce.l2.sourceAddresses", i), s); ok {
+				a.L2.SourceAddresses = append(a.L2.SourceAddresses, ip)
+			}
+		}
 		if m := r.L2.Members; m != nil {
 			a.L2.Members = convertMembers(m, e, c)
 		}

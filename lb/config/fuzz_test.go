@@ -21,6 +21,7 @@ func FuzzParse(f *testing.F) {
 		"api: {listen: \":8080\", tokenFile: /t}\n",
 		"dataplane: {mode: nftables, nodePortRange: 30000-40000}\n",
 		pool + "services: [{name: a, method: dr, ports: [{port: 80, targetPort: 81}]}]\n",
+		"announce: {l2: {interface: eth0, sourceAddresses: [198.51.100.9]}}\nstateSync: {conntrackd: {interface: eth1, peer: 10.0.0.2}}\n",
 	} {
 		f.Add([]byte(s))
 	}

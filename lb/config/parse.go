@@ -150,6 +150,7 @@ func convert(r *rawConfig, e env, c *collector) *Config {
 		cfg.Health.MaxInFlight = intIn(c, "health.maxInFlight", r.Health.MaxInFlight, 1, 100000)
 	}
 	cfg.Log = convertLog(&r.Log, c)
+	cfg.StateSync = convertStateSync(&r.StateSync, c)
 	return cfg
 }
 

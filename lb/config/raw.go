@@ -16,6 +16,7 @@ type rawConfig struct {
 	State      rawState      `json:"state"`
 	Health     rawHealth     `json:"health"`
 	Log        rawLog        `json:"log"`
+	StateSync  rawStateSync  `json:"stateSync"`
 }
 
 type rawPool struct {
@@ -87,8 +88,23 @@ type rawAnnounce struct {
 }
 
 type rawL2 struct {
-	Interface string      `json:"interface"`
-	Members   *rawMembers `json:"members"`
+	Interface       string      `json:"interface"`
+	Members         *rawMembers `json:"members"`
+	SourceAddresses []string    `json:"sourceAddresses"`
+	SourceInterface string      `json:"sourceInterface"`
+}
+
+type rawStateSync struct {
+	Conntrackd *rawConntrackd `json:"conntrackd"`
+}
+
+type rawConntrackd struct {
+	Interface      string `json:"interface"`
+	Address        string `json:"address"`
+	Peer           string `json:"peer"`
+	MulticastGroup string `json:"multicastGroup"`
+	Port           int64  `json:"port"`
+	Binary         string `json:"binary"`
 }
 
 type rawMembers struct {

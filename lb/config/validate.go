@@ -30,6 +30,7 @@ func (c *Config) validate(col *collector) {
 	c.validateDataplane(col)
 	c.validateAPI(col)
 	c.validateKubernetes(col)
+	c.validateStateSync(col)
 	if c.State.Dir == "" {
 		col.add("state.dir", "", "required")
 	}

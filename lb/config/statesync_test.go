@@ -1,0 +1,96 @@
+package config
+
+import (
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+const stateSyncL2 = "announce: {l2: {interface: eth0}}\n"
+
+func TestStateSyncParses(t *testing.T) {
+	cfg := mustParse(t, pool+`announce:
+  l2:
+    interface: eth0
+    sourceAddresses: ["198.51.100.250", "2001:db8:1::fa"]
+    sourceInterface: eth1
+stateSync:
+  conntrackd:
+    interface: eth2
+    peer: 10.0.0.2
+`, nil)
+	ct := cfg.StateSync.Conntrackd
+	if ct == nil || ct.Interface != "eth2" || ct.Peer != netip.MustParseAddr("10.0.0.2") || ct.Port != DefaultConntrackdPort ||
+		ct.Binary != DefaultConntrackdBinary || ct.Address.IsValid() || ct.MulticastGroup.IsValid() {
+		t.Fatalf("conntrackd = %+v", ct)
+	}
+	l2 := cfg.Announce.L2
+	if len(l2.SourceAddresses) != 2 || l2.SourceAddresses[1] != netip.MustParseAddr("2001:db8:1::fa") || l2.SourceInterface != "eth1" {
+		t.Fatalf("l2 = %+v", l2)
+	}
+	cfg = mustParse(t, pool+stateSyncL2+"stateSync: {conntrackd: {interface: eth2, multicastGroup: 225.0.0.50, port: 3800, address: 10.0.0.1}}\n", nil)
+	if ct := cfg.StateSync.Conntrackd; ct.MulticastGroup != netip.MustParseAddr("225.0.0.50") || ct.Port != 3800 {
+		t.Fatalf("conntrackd = %+v", ct)
+	}
+	if cfg := mustParse(t, pool, nil); cfg.StateSync.Conntrackd != nil {
+		t.Fatalf("absent section parsed as %+v", cfg.StateSync.Conntrackd)
+	}
+}
+
+func TestStateSyncErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		yaml string
+		want []want
+	}{
+		{"no channel", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2}}\n",
+			[]want{{"stateSync.conntrackd.peer", "required: the other gateway's address"}}},
+		{"both channels", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2, multicastGroup: 225.0.0.50}}\n",
+			[]want{{"stateSync.conntrackd.peer", `"10.0.0.2": set peer (unicast, two gateways) or multicastGroup, not both`}}},
+		{"peer multicast", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peer: 225.0.0.1}}\n",
+			[]want{{"stateSync.conntrackd.peer", `"225.0.0.1": want the other gateway's unicast address`}}},
+		{"group unicast", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, multicastGroup: 10.0.0.9}}\n",
+			[]want{{"stateSync.conntrackd.multicastGroup", `"10.0.0.9": want an IPv4 multicast group`}}},
+		{"group v6", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, multicastGroup: \"ff02::50\"}}\n",
+			[]want{{"stateSync.conntrackd.multicastGroup", `"ff02::50": want an IPv4 multicast group`}}},
+		{"address family", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2, address: \"fd00::1\"}}\n",
+			[]want{{"stateSync.conntrackd.address", `"fd00::1": is not of the family of peer 10.0.0.2`}}},
+		{"bad peer", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peer: gw2}}\n",
+			[]want{{"stateSync.conntrackd.peer", `"gw2": not an IP address`}}},
+		{"no interface", stateSyncL2 + "stateSync: {conntrackd: {peer: 10.0.0.2}}\n",
+			[]want{{"stateSync.conntrackd.interface", "required"}}},
+		{"port", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2, port: 70000}}\n",
+			[]want{{"stateSync.conntrackd.port", `"70000"`}}},
+		{"no l2", "stateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2}}\n",
+			[]want{{"stateSync.conntrackd", "needs announce.l2"}}},
+		{"ipvs", stateSyncL2 + "dataplane: {mode: ipvs}\nstateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2}}\n",
+			[]want{{"stateSync.conntrackd", "dataplane.mode is ipvs"}}},
+		{"unknown field", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peers: [10.0.0.2]}}\n",
+			[]want{{"stateSync.conntrackd.peers", `did you mean "peer"?`}}},
+		{"source in pool", pool + "announce: {l2: {interface: eth0, sourceAddresses: [192.0.2.7]}}\n",
+			[]want{{"announce.l2.sourceAddresses[0]", `"192.0.2.7": inside pool "p" (192.0.2.0/24)`}}},
+		{"two sources of a family", "announce: {l2: {interface: eth0, sourceAddresses: [198.51.100.1, 198.51.100.2]}}\n",
+			[]want{{"announce.l2.sourceAddresses[1]", `"198.51.100.2": a second IPv4 address (also sourceAddresses[0])`}}},
+		{"source loopback", "announce: {l2: {interface: eth0, sourceAddresses: [127.0.0.9]}}\n",
+			[]want{{"announce.l2.sourceAddresses[0]", `"127.0.0.9": loopback (RFC 1122) is not usable as a floating source address`}}},
+		{"source interface", "announce: {l2: {interface: eth0, sourceInterface: \"a/b\", sourceAddresses: [198.51.100.1]}}\n",
+			[]want{{"announce.l2.sourceInterface", `"a/b": not a valid interface name`}}},
+	} {
+		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
+			_, err := parseWith(tc.yaml, nil)
+			if err == nil {
+				t.Fatalf("accepted:\n%s", tc.yaml)
+			}
+			assertErrors(t, err, tc.want)
+		})
+	}
+}
+
+// The relation errors are typed: a caller tells them apart with errors.Is.
+func TestStateSyncRelationErrorIsTyped(t *testing.T) {
+	_, err := parseWith("stateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2}}\n", nil)
+	if !errors.Is(err, ErrStateSync) {
+		t.Fatalf("%v does not wrap ErrStateSync", err)
+	}
+}
