@@ -130,8 +130,14 @@ type Service struct {
 	VIP      netip.Addr
 	Port     uint16
 	Protocol Protocol
-	// NodePort, when non-zero, exposes the service on every Config.NodeAddrs.
-	NodePort  uint16
+	// NodePort, when non-zero, exposes the service on every Config.NodeAddrs
+	// of the service's family (AddrFamily): NAT does not cross families, so
+	// a dual-stack node port is two services, one per family.
+	NodePort uint16
+	// Family is the address family of a service without a VIP (its node
+	// port's). Zero: its first backend's, else IPv4. With a VIP it is
+	// ignored: the VIP's family is the service's.
+	Family    Family
 	Scheduler Scheduler
 	// Affinity is ClientIP session affinity: the same client keeps its
 	// backend while it is seen within this timeout. 0 disables it.
@@ -140,28 +146,78 @@ type Service struct {
 	Backends []Backend
 }
 
+// Family is an address family. A frontend has exactly one: a VIP's, or a
+// node port's (the node port of a dual-stack service is one service per
+// family, each with that family's backends).
+type Family uint8
+
+const (
+	IPv4 Family = 4
+	IPv6 Family = 6
+)
+
+func (f Family) String() string {
+	switch f {
+	case IPv4:
+		return "IPv4"
+	case IPv6:
+		return "IPv6"
+	}
+	return fmt.Sprintf("family(%d)", uint8(f))
+}
+
+// FamilyOf is a's family (an IPv4-mapped IPv6 address is IPv6).
+func FamilyOf(a netip.Addr) Family {
+	if a.Is4() {
+		return IPv4
+	}
+	return IPv6
+}
+
+// AddrFamily is the family of s's frontends and backends: its VIP's, else
+// Family, else its first backend's, else IPv4.
+func (s *Service) AddrFamily() Family {
+	switch {
+	case s.VIP.IsValid():
+		return FamilyOf(s.VIP)
+	case s.Family != 0:
+		return s.Family
+	case len(s.Backends) > 0:
+		return FamilyOf(s.Backends[0].Addr.Addr())
+	}
+	return IPv4
+}
+
 // Key identifies a virtual service in the kernel.
 type Key struct {
 	VIP      netip.Addr // zero for NodePort-only services
 	Port     uint16
 	NodePort uint16
 	Protocol Protocol
+	// Family tells apart the two node-port services of a dual-stack
+	// service (same node port, no VIP); with a VIP it is the VIP's.
+	Family Family
 }
 
 func (s Service) Key() Key {
-	return Key{VIP: s.VIP, Port: s.Port, NodePort: s.NodePort, Protocol: s.Protocol}
+	return Key{VIP: s.VIP, Port: s.Port, NodePort: s.NodePort, Protocol: s.Protocol, Family: s.AddrFamily()}
 }
 
+// String is "vip:port/TCP", "vip:port+nodeport:N/TCP", "nodeport:N/TCP"
+// (IPv4) or "nodeport6:N/TCP" (IPv6).
 func (k Key) String() string {
 	var s string
 	if k.VIP.IsValid() {
 		s = netip.AddrPortFrom(k.VIP, k.Port).String()
 	}
 	if k.NodePort != 0 {
+		np := "nodeport"
 		if s != "" {
 			s += "+"
+		} else if k.Family == IPv6 {
+			np = "nodeport6"
 		}
-		s += fmt.Sprintf("nodeport:%d", k.NodePort)
+		s += fmt.Sprintf("%s:%d", np, k.NodePort)
 	}
 	return s + "/" + k.Protocol.String()
 }

@@ -358,7 +358,8 @@ func frontendsOf(s *proxy.Service) []string {
 		fs = append(fs, netip.AddrPortFrom(s.VIP, s.Port).String()+"/"+s.Protocol.String())
 	}
 	if s.NodePort != 0 {
-		fs = append(fs, fmt.Sprintf("nodeport %d/%s", s.NodePort, s.Protocol))
+		// One per family: a dual-stack node port is two services.
+		fs = append(fs, fmt.Sprintf("nodeport %d/%s %s", s.NodePort, s.Protocol, s.AddrFamily()))
 	}
 	return fs
 }
@@ -400,9 +401,14 @@ func (d *Dataplane) check(s *proxy.Service) error {
 		return fmt.Errorf("affinity %q: negative", s.Affinity)
 	}
 	seen := map[netip.AddrPort]bool{}
+	fam := s.AddrFamily()
 	for _, b := range s.Backends {
 		if !b.Addr.Addr().IsValid() || b.Addr.Port() == 0 {
 			return fmt.Errorf("backend %q: want an address with a port", b.Addr)
+		}
+		// Every real dataplane refuses this: NAT does not cross families.
+		if proxy.FamilyOf(b.Addr.Addr().Unmap()) != fam {
+			return fmt.Errorf("backend %q: address family differs from the service's (%s)", b.Addr, fam)
 		}
 		if seen[b.Addr] {
 			return fmt.Errorf("backend %q: listed twice", b.Addr)

@@ -128,16 +128,13 @@ func (d *desired) add(cfg proxy.Config, s *proxy.Service) error {
 			node bool
 		}
 		var fronts []front
-		fam := s.VIP
-		if !fam.IsValid() && len(s.Backends) > 0 {
-			fam = s.Backends[0].Addr.Addr()
-		}
+		v4 := s.AddrFamily() == proxy.IPv4 // a dual-stack node port is two services
 		if s.VIP.IsValid() {
 			fronts = append(fronts, front{vsKey{s.VIP, s.Port, s.Protocol}, false})
 		}
 		if s.NodePort != 0 {
 			for _, na := range cfg.NodeAddrs {
-				if fam.IsValid() && na.Is4() != fam.Unmap().Is4() {
+				if na.Is4() != v4 {
 					continue
 				}
 				fronts = append(fronts, front{vsKey{na, s.NodePort, s.Protocol}, true})
@@ -154,7 +151,7 @@ func (d *desired) add(cfg proxy.Config, s *proxy.Service) error {
 				return fmt.Errorf("service %s: backend %s listed twice", name, a)
 			}
 			seen[a] = true
-			if fam.IsValid() && a.Addr().Is4() != fam.Unmap().Is4() {
+			if a.Addr().Is4() != v4 {
 				return fmt.Errorf("service %s: backend %s is not of the frontend's address family: %w", name, a, proxy.ErrUnsupported)
 			}
 			if b.Weight > 1<<31-1 {
