@@ -21,6 +21,13 @@ type Allocator interface {
 	// share with. Assigning an address svc already holds re-checks it
 	// against req.
 	Assign(svc string, ip netip.Addr, req lb.Request) error
+	// Adopt is Assign without the pool-selector check, for addresses a
+	// Service held before this allocator (a new leader never drops one
+	// break-before-make; reconcile re-checks it with Admitted).
+	Adopt(svc string, ip netip.Addr, req lb.Request) error
+	// Admitted reports (as *lb.NotAdmittedError) when ip's pool's
+	// serviceAllocation no longer admits the Service req describes.
+	Admitted(svc string, ip netip.Addr, req lb.Request) error
 	// Allocate picks an address of family fam for svc.
 	Allocate(svc string, fam lb.Family, req lb.Request) (netip.Addr, error)
 	Release(svc string, ip netip.Addr)

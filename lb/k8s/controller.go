@@ -54,7 +54,9 @@ type Controller struct {
 	sliceInf   cache.SharedIndexInformer
 	nodeInf    cache.SharedIndexInformer
 	poolInf    cache.SharedIndexInformer
+	nsInf      cache.SharedIndexInformer // labels, for serviceAllocation.namespaceSelectors
 	services   corelisters.ServiceLister
+	namespaces corelisters.NamespaceLister
 	nodes      corelisters.NodeLister
 
 	broadcaster record.EventBroadcaster
@@ -144,6 +146,8 @@ func New(cs kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Control
 	c.sliceInf = c.factory.Discovery().V1().EndpointSlices().Informer()
 	c.nodeInf = c.factory.Core().V1().Nodes().Informer()
 	c.nodes = c.factory.Core().V1().Nodes().Lister()
+	c.nsInf = c.factory.Core().V1().Namespaces().Informer()
+	c.namespaces = c.factory.Core().V1().Namespaces().Lister()
 	c.dynFactory = dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
 	c.poolInf = c.dynFactory.ForResource(IPPoolGVR).Informer()
 
@@ -178,6 +182,12 @@ func New(cs kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Control
 		AddFunc:    func(any) { c.kickDesired() },
 		UpdateFunc: func(o, n any) { c.nodeChanged(o, n) },
 		DeleteFunc: func(any) { c.kickDesired() },
+	}); err != nil {
+		return nil, err
+	}
+	if _, err := c.nsInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.namespaceChanged(nil, obj) },
+		UpdateFunc: func(o, n any) { c.namespaceChanged(o, n) },
 	}); err != nil {
 		return nil, err
 	}
@@ -301,7 +311,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer c.factory.Shutdown()
 	defer c.dynFactory.Shutdown()
 	t0 := time.Now()
-	if !cache.WaitForCacheSync(ctx.Done(), c.svcInf.HasSynced, c.sliceInf.HasSynced, c.nodeInf.HasSynced, c.poolInf.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), c.svcInf.HasSynced, c.sliceInf.HasSynced, c.nodeInf.HasSynced, c.poolInf.HasSynced, c.nsInf.HasSynced) {
 		return fmt.Errorf("informer sync: %w", ctx.Err())
 	}
 	c.m.syncSeconds.WithLabelValues("informers").Observe(time.Since(t0).Seconds())
@@ -488,7 +498,7 @@ func (c *Controller) adopt(ctx context.Context, t *term) (int, error) {
 			continue
 		}
 		for _, ip := range ingressIPs(svc) {
-			if err := t.alloc.Assign(key, ip, in.Req); err != nil {
+			if err := t.alloc.Adopt(key, ip, in.Req); err != nil {
 				// Another (older) Service holds it, or it left every pool:
 				// the reconcile of this Service sorts it out and says so.
 				c.opts.Logger.Warn("cannot keep address from status", "service", key, "ip", ip, "err", err)

@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/edgelb/edgelb/lb"
@@ -50,7 +51,14 @@ func poolFromObject(u *unstructured.Unstructured) (lb.Pool, error) {
 	if v, ok, _ := unstructured.NestedInt64(u.Object, "spec", "advertisement", "aggregationLength"); ok {
 		adv.AggregationLen = int(v)
 	}
-	if err := p.Validate(); err != nil {
+	if m, ok, _ := unstructured.NestedMap(u.Object, "spec", "serviceAllocation"); ok {
+		var sa lb.ServiceAllocation
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(m, &sa, true); err != nil {
+			return p, &lb.FieldError{Field: "spec.serviceAllocation", Err: err}
+		}
+		p.Allocation = &sa
+	}
+		if err := p.Validate(); err != nil {
 		var fe *lb.FieldError
 		if errors.As(err, &fe) && fe.Field != "name" {
 			fe.Field = "spec." + fe.Field
@@ -94,6 +102,11 @@ func setPoolSpec(u *unstructured.Unstructured, p lb.Pool) {
 	}
 	if len(adv) > 0 {
 		spec["advertisement"] = adv
+	}
+	if p.Allocation != nil {
+		if m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p.Allocation); err == nil {
+			spec["serviceAllocation"] = m
+		}
 	}
 	u.Object["spec"] = spec
 }

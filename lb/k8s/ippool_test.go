@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -89,4 +90,34 @@ func FuzzPoolFromObject(f *testing.F) {
 			t.Fatalf("accepted invalid pool %+v", p)
 		}
 	})
+}
+
+func TestPoolServiceAllocation(t *testing.T) {
+	r, _ := lb.ParseRange("192.0.2.0/28")
+	sa := &lb.ServiceAllocation{Priority: 7, Namespaces: []string{"blue"},
+		NamespaceSelectors: []lb.LabelSelector{{MatchLabels: map[string]string{"tier": "gold"}}},
+		ServiceSelectors: []lb.LabelSelector{{MatchExpressions: []lb.LabelRequirement{
+			{Key: "app", Operator: lb.OpIn, Values: []string{"web", "api"}}}}}}
+	p := lb.Pool{Name: "sa", AutoAssign: true, Ranges: []lb.Range{r}, Allocation: sa}
+	got, err := poolFromObject(poolToObject(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.Allocation, sa) {
+		t.Fatalf("round trip: %+v, want %+v", got.Allocation, sa)
+	}
+	// The validator's field path, under spec.
+	bad := poolToObject(p)
+	_ = unstructured.SetNestedSlice(bad.Object, []any{map[string]any{"matchExpressions": []any{
+		map[string]any{"key": "app", "operator": "Equals", "values": []any{"x"}}}}}, "spec", "serviceAllocation", "serviceSelectors")
+	_, err = poolFromObject(bad)
+	var fe *lb.FieldError
+	if !errors.As(err, &fe) || fe.Field != "spec.serviceAllocation.serviceSelectors[0].matchExpressions[0].operator" || fe.Value != "Equals" {
+		t.Fatalf("bad operator: %v", err)
+	}
+	// A field of the wrong type is a FieldError on spec.serviceAllocation.
+	_ = unstructured.SetNestedField(bad.Object, "high", "spec", "serviceAllocation", "priority")
+	if _, err = poolFromObject(bad); !errors.As(err, &fe) || fe.Field != "spec.serviceAllocation" {
+		t.Fatalf("priority as a string: %v", err)
+	}
 }

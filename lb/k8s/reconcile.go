@@ -105,6 +105,7 @@ func (c *Controller) reconcileService(t *term, key string) error {
 		return c.dropService(t, svc, key)
 	}
 	in, perr := parseIntent(svc)
+	in.Req.NamespaceLabels = c.namespaceLabels(ns)
 	if perr != nil {
 		// Keep whatever it holds: a typo must not cost a working address.
 		t.mu.Lock()
@@ -126,7 +127,7 @@ func (c *Controller) reconcileService(t *term, key string) error {
 		// Adopt what the status says (a Service the adoption pass did not
 		// see, e.g. created just before this term).
 		for _, ip := range ingressIPs(svc) {
-			if err := t.alloc.Assign(key, ip, in.Req); err != nil {
+			if err := t.alloc.Adopt(key, ip, in.Req); err != nil {
 				notes = append(notes, fmt.Sprintf("cannot keep %s from status: %v", ip, err))
 			}
 		}
@@ -153,6 +154,9 @@ func (c *Controller) reconcileService(t *term, key string) error {
 				notes = append(notes, fmt.Sprintf("keeps %s, which is no longer in any IPPool, until another address is free: %v", ip, err))
 			}
 		}
+	}
+	if c.moveNotAdmitted(t, key, in, &notes) {
+		released = true
 	}
 	held = t.alloc.IPs(key)
 	if prev, ok := t.reqs[key]; len(held) > 0 && (!ok || prev != ik) {
@@ -382,7 +386,7 @@ func (c *Controller) syncPools(t *term) {
 func poolsFingerprint(ps []lb.Pool) []string {
 	out := make([]string, len(ps))
 	for i, p := range ps {
-		out[i] = fmt.Sprintf("%s %v %v %v %+v", p.Name, p.RangeStrings(), p.AutoAssign, p.AvoidBuggyIPs, p.Advertisement)
+		out[i] = fmt.Sprintf("%s %v %v %v %+v %s", p.Name, p.RangeStrings(), p.AutoAssign, p.AvoidBuggyIPs, p.Advertisement, allocationString(p.Allocation))
 	}
 	return out
 }
@@ -505,4 +509,41 @@ func (c *Controller) syncFinalizer(t *term, u *unstructured.Unstructured, used i
 		return false, fmt.Errorf("finalizer of IPPool %s: %w", u.GetName(), err)
 	}
 	return true, nil
+}
+
+// moveNotAdmitted moves each address of key whose pool's serviceAllocation
+// no longer admits the Service (its labels, its namespace's labels or the
+// pool's selectors changed), as MetalLB does, but make before break: the
+// old address is released only once Allocate has found a new one, and
+// kept (with a note) while none is free. A requested address is kept with
+// a note. Priority alone never moves an address. Called with t.mu held.
+func (c *Controller) moveNotAdmitted(t *term, key string, in intent, notes *[]string) (moved bool) {
+	for _, ip := range t.alloc.IPs(key) {
+		why := t.alloc.Admitted(key, ip, in.Req)
+		if why == nil {
+			continue
+		}
+		f := familyOf(ip)
+		if r, ok := in.Requested[f]; ok && r == ip {
+			*notes = append(*notes, fmt.Sprintf("keeps requested %s: %v", ip, why))
+			continue
+		}
+		nip, err := t.alloc.Allocate(key, f, in.Req)
+		if err != nil {
+			*notes = append(*notes, fmt.Sprintf("keeps %s until an admitting pool has a free address (%v): %v", ip, why, err))
+			continue
+		}
+		*notes = append(*notes, fmt.Sprintf("moved from %s to %s: %v", ip, nip, why))
+		moved = true
+	}
+	return moved
+}
+
+// allocationString renders a serviceAllocation for the pools fingerprint
+// (a pointer would print as an address; maps print sorted).
+func allocationString(a *lb.ServiceAllocation) string {
+	if a == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%+v", *a)
 }

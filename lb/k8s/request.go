@@ -85,6 +85,9 @@ func parseIntent(svc *corev1.Service) (intent, error) {
 		in.Req.Pool = pool
 	}
 	in.Req.SharingKey, _ = annotation(svc, keysShared)
+	// Who asks, for pools' serviceAllocation (the namespace's labels are
+	// the caller's to add: they live on another object).
+	in.Req.Namespace, in.Req.Labels = svc.Namespace, svc.Labels
 
 	// Families the Service has (the apiserver fills ipFamilies; a fake
 	// clientset does not: IPv4 then).
