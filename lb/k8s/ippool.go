@@ -58,7 +58,7 @@ func poolFromObject(u *unstructured.Unstructured) (lb.Pool, error) {
 		}
 		p.Allocation = &sa
 	}
-		if err := p.Validate(); err != nil {
+	if err := p.Validate(); err != nil {
 		var fe *lb.FieldError
 		if errors.As(err, &fe) && fe.Field != "name" {
 			fe.Field = "spec." + fe.Field
