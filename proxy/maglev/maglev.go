@@ -33,7 +33,14 @@ type Backend struct {
 // Sizes are the table sizes TableSize chooses from: primes (a permutation
 // with any skip in [1, M-1] visits every slot only when M is prime), each
 // about four times the one before.
-var Sizes = []int{251, 1021, 4093, 16381, 65537}
+//
+// There is no size below 4,093 (IPVS's mh default, 2^12 rounded to a
+// prime) although a few backends would fit 251 or 1,021 at 100 slots
+// each: a table of another size is another table, so when a backend change
+// crosses from one size to the next nearly every flow moves. With 4,093 as
+// the floor that happens only past 40 backends (and past 163), not between
+// 2 and 3 or 10 and 11 where services live.
+var Sizes = []int{4093, 16381, 65537}
 
 // SlotsPerBackend is the number of slots per backend TableSize aims for. The
 // paper keeps M ≥ 100·N: a backend's share then differs from its weight's by
@@ -41,9 +48,10 @@ var Sizes = []int{251, 1021, 4093, 16381, 65537}
 // only a little more than the 1/N of flows it must.
 const SlotsPerBackend = 100
 
-// TableSize is the smallest of Sizes with M ≥ SlotsPerBackend × backends,
-// or the largest (65,537) for more than 655 backends, where shares and
-// disruption get coarser (the table stays a valid table).
+// TableSize is the smallest of Sizes with M ≥ SlotsPerBackend × backends
+// (4,093 up to 40 backends, 16,381 up to 163), or the largest (65,537) for
+// more than 655 backends, where shares and disruption get coarser (the
+// table stays a valid table).
 func TableSize(backends int) int {
 	for _, m := range Sizes {
 		if m >= SlotsPerBackend*backends {

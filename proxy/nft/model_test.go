@@ -430,7 +430,7 @@ func TestPrepareMaglev(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.pick != (pick{pickMaglev, 1021, false}) || st.pick.chain() != "pick-m1021" {
+	if st.pick != (pick{pickMaglev, 4093, false}) || st.pick.chain() != "pick-m4093" {
 		t.Fatalf("pick %+v (%s)", st.pick, st.pick.chain())
 	}
 	count := map[netip.AddrPort]int{}
@@ -438,10 +438,10 @@ func TestPrepareMaglev(t *testing.T) {
 		ap, _ := decBackend(st.bucket(i))
 		count[ap]++
 	}
-	// Weights 3,1×9 (W=12) over 1,021 slots: 255.25 and 85.08 each; the
+	// Weights 3,1×9 (W=12) over 4,093 slots: 1,023.25 and 341.08 each; the
 	// builder's bound is within (-(N-1), +1) slots.
-	if c := count[netip.MustParseAddrPort("198.51.100.1:8080")]; c < 246 || c > 256 || len(count) != 10 {
-		t.Errorf("weight-3 backend holds %d slots (share 255.25); %d backends (draining must hold none)", c, len(count))
+	if c := count[netip.MustParseAddrPort("198.51.100.1:8080")]; c < 1014 || c > 1024 || len(count) != 10 {
+		t.Errorf("weight-3 backend holds %d slots (share 1,023.25); %d backends (draining must hold none)", c, len(count))
 	}
 	rev := s
 	rev.Backends = slices.Clone(s.Backends)
@@ -457,16 +457,16 @@ func TestPrepareMaglev(t *testing.T) {
 	st3.keepPositions(st) // a no-op for mh: slots are the table's
 	st.id, st3.id = idTag|1, idTag|1
 	del, add := diffElems(st.elems(), st3.elems())
-	t.Logf("replace 1 of 10 backends: %d of 1021 bucket elements rewritten", len(add))
-	// A replacement is a removal (its ~85 slots must move) and an addition
-	// (the newcomer takes ~85 slots of its own preference); Maglev moves up
-	// to 1.3× the minimum of each at this size (proxy/maglev
-	// TestDisruption): at most 2 × 1.3 × 85 = 221 of 1,021.
-	if len(del) != len(add) || len(add) < 80 || len(add) > 221 {
+	t.Logf("replace 1 of 10 backends: %d of 4093 bucket elements rewritten", len(add))
+	// A replacement is a removal (its ~341 slots must move) and an addition
+	// (the newcomer takes ~341 slots of its own preference); Maglev moves
+	// up to 1.14× the minimum of each at this size (proxy/maglev
+	// TestDisruption): at most 2 × 1.14 × 341 = 778 of 4,093.
+	if len(del) != len(add) || len(add) < 330 || len(add) > 778 {
 		t.Errorf("replacing one backend: %d deleted, %d added", len(del), len(add))
 	}
-	parsed, ok := parsePick("pick-m1021-a")
-	if !ok || parsed != (pick{pickMaglev, 1021, true}) {
-		t.Errorf("parsePick(pick-m1021-a) = %+v %v", parsed, ok)
+	parsed, ok := parsePick("pick-m4093-a")
+	if !ok || parsed != (pick{pickMaglev, 4093, true}) {
+		t.Errorf("parsePick(pick-m4093-a) = %+v %v", parsed, ok)
 	}
 }
