@@ -31,11 +31,10 @@ func (e *Engine) refresh() {
 	}
 }
 
-// desired renders every service: one proxy.Service per VIP × port, each
-// carrying the port's node port (dataplanes keep node ports per family, and
-// a service has at most one VIP per family). While a service waits for a
-// VIP its node ports still serve, on a VIP-less service whose backends are
-// of one family (IPv4 when it has any): a VIP-less key has no family.
+// desired renders every service (lb.DesiredService.Render, the renderer
+// the Kubernetes controller uses too): per port, one proxy.Service per VIP
+// and one per family of its node port, so a service waiting for a VIP
+// still serves its node ports.
 func (e *Engine) desired() Desired {
 	d := Desired{Dataplane: proxy.Config{NodeAddrs: slices.Clone(e.opts.NodeAddrs)}}
 	if e.order == nil {
@@ -101,28 +100,17 @@ func (e *Engine) renderService(n string) *rendered {
 	}
 	s := &e.svcs[n].Spec
 	r := &rendered{ips: e.alloc.IPs(n), announced: true, health: s.HealthTargets()}
-	for k := range s.Ports {
-		p := &s.Ports[k]
-		if len(r.ips) == 0 {
-			if p.NodePort != 0 {
-				r.services = append(r.services, e.proxyService(s, p, netip.Addr{}))
-			}
-			continue
-		}
-		for _, ip := range r.ips {
-			r.services = append(r.services, e.proxyService(s, p, ip))
-		}
-	}
+	down := e.unhealthy[s.Name]
 	if e.allDown(s) {
 		switch e.opts.AllDown {
 		case AllDownWithdraw:
-			r.announced = false
+			r.announced = false // and every weight 0
 		default: // keep: back to the configured weights
-			for i := range r.services {
-				r.services[i] = e.proxyServiceWeights(s, r.services[i])
-			}
+			down = nil
 		}
 	}
+	ds := desiredService(s, r.ips, down)
+	r.services, _ = ds.Render(nil)
 	if e.rendered == nil {
 		e.rendered = map[string]*rendered{}
 	}
@@ -159,18 +147,6 @@ func backendDown(down map[netip.AddrPort]bool, b lb.BackendSpec, p *lb.PortSpec)
 	return down[netip.AddrPortFrom(b.Addr, b.PortFor(*p))] || down[netip.AddrPortFrom(b.Addr, 0)]
 }
 
-// proxyServiceWeights restores the configured weights of ps's backends
-// (the all-down keep policy) by rendering it as if nothing were down.
-func (e *Engine) proxyServiceWeights(s *lb.ServiceSpec, ps proxy.Service) proxy.Service {
-	for k := range s.Ports {
-		p := &s.Ports[k]
-		if p.Port == ps.Port && p.Protocol == ps.Protocol {
-			return e.render(s, p, ps.VIP, nil)
-		}
-	}
-	return ps
-}
-
 func compareAddr(a, b netip.Addr) int {
 	if a.Is4() != b.Is4() {
 		if a.Is4() {
@@ -181,35 +157,28 @@ func compareAddr(a, b netip.Addr) int {
 	return a.Compare(b)
 }
 
-// proxyService renders one port of s on vip (invalid: node port only).
-func (e *Engine) proxyService(s *lb.ServiceSpec, p *lb.PortSpec, vip netip.Addr) proxy.Service {
-	return e.render(s, p, vip, e.unhealthy[s.Name])
-}
-
-// render is proxyService with the backends marked down given explicitly.
-func (e *Engine) render(s *lb.ServiceSpec, p *lb.PortSpec, vip netip.Addr, down map[netip.AddrPort]bool) proxy.Service {
-	name := s.Name + "/" + p.Name
-	if p.Name == "" {
-		name = fmt.Sprintf("%s/%d-%s", s.Name, p.Port, p.Protocol)
-	}
-	ps := proxy.Service{Name: name, VIP: vip, Port: p.Port, Protocol: p.Protocol, NodePort: p.NodePort,
-		Scheduler: s.Scheduler, Affinity: s.Affinity, Method: s.Method}
-	is4 := vip.Is4()
-	if !vip.IsValid() {
-		is4 = len(s.Backends) == 0 || slices.ContainsFunc(s.Backends, func(b lb.BackendSpec) bool { return b.Addr.Is4() })
-	}
-	for _, b := range s.Backends {
-		if b.Addr.Is4() != is4 {
-			continue // NAT does not cross families
+// desiredService is s as both modes' renderer takes it: every port with
+// every backend (both families), its port resolved and its weight 0 while
+// down (a weight of 0 keeps existing connections and takes no new ones).
+func desiredService(s *lb.ServiceSpec, vips []netip.Addr, down map[netip.AddrPort]bool) lb.DesiredService {
+	ds := lb.DesiredService{Name: s.Name, VIPs: vips, Scheduler: s.Scheduler, Affinity: s.Affinity, Method: s.Method,
+		Ports: make([]lb.DesiredPort, len(s.Ports))}
+	for k := range s.Ports {
+		p := &s.Ports[k]
+		name := s.Name + "/" + p.Name
+		if p.Name == "" {
+			name = fmt.Sprintf("%s/%d-%s", s.Name, p.Port, p.Protocol)
 		}
-		port := b.PortFor(*p)
-		// Weight 0 (configured: a drain; or down by its health check) keeps
-		// existing connections and takes no new ones.
-		w := b.Weight
-		if backendDown(down, b, p) {
-			w = 0
+		dp := lb.DesiredPort{Name: name, Port: p.Port, Protocol: p.Protocol, NodePort: p.NodePort,
+			Backends: make([]proxy.Backend, 0, len(s.Backends))}
+		for _, b := range s.Backends {
+			w := b.Weight
+			if backendDown(down, b, p) {
+				w = 0
+			}
+			dp.Backends = append(dp.Backends, proxy.Backend{Addr: netip.AddrPortFrom(b.Addr, b.PortFor(*p)), Weight: w})
 		}
-		ps.Backends = append(ps.Backends, proxy.Backend{Addr: netip.AddrPortFrom(b.Addr, port), Weight: w})
+		ds.Ports[k] = dp
 	}
-	return ps
+	return ds
 }

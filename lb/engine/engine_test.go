@@ -124,12 +124,16 @@ func TestDesiredState(t *testing.T) {
 		}
 		return s
 	}
+	fam := func(s proxy.Service, f proxy.Family) proxy.Service { s.Family = f; return s }
 	want := Desired{
 		Dataplane: proxy.Config{NodeAddrs: opts.NodeAddrs, Services: []proxy.Service{
 			mk("a/22-TCP", "192.0.2.8", 22, proxy.TCP, 0, 0),
-			mk("wait/443-TCP", "", 443, proxy.TCP, 30443, 0, be("198.51.100.9:443", 1)),
-			mk("web/http", "192.0.2.0", 80, proxy.TCP, 30080, time.Minute, be("198.51.100.2:8080", 1), be("198.51.100.3:9090", 3)),
-			mk("web/http", "2001:db8::", 80, proxy.TCP, 30080, time.Minute, be("[2001:db8:1::2]:8080", 2)),
+			fam(mk("wait/443-TCP/nodeport", "", 443, proxy.TCP, 30443, 0, be("198.51.100.9:443", 1)), proxy.IPv4),
+			mk("web/http", "192.0.2.0", 80, proxy.TCP, 0, time.Minute, be("198.51.100.2:8080", 1), be("198.51.100.3:9090", 3)),
+			mk("web/http", "2001:db8::", 80, proxy.TCP, 0, time.Minute, be("[2001:db8:1::2]:8080", 2)),
+			// The node port: one service per family (issue 14).
+			fam(mk("web/http/nodeport", "", 80, proxy.TCP, 30080, time.Minute, be("198.51.100.2:8080", 1), be("198.51.100.3:9090", 3)), proxy.IPv4),
+			fam(mk("web/http/nodeport", "", 80, proxy.TCP, 30080, time.Minute, be("[2001:db8:1::2]:8080", 2)), proxy.IPv6),
 			mk("web/53-UDP", "192.0.2.0", 53, proxy.UDP, 0, time.Minute, be("198.51.100.2:53", 1), be("198.51.100.3:9090", 3)),
 			mk("web/53-UDP", "2001:db8::", 53, proxy.UDP, 0, time.Minute, be("[2001:db8:1::2]:53", 2)),
 		}},

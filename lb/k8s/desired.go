@@ -151,44 +151,27 @@ func (d *desiredInput) add(svc *corev1.Service, slices []*discoveryv1.EndpointSl
 			affinity = time.Duration(*cfg.ClientIP.TimeoutSeconds) * time.Second
 		}
 	}
-	served := map[netip.Addr]bool{}
+	// The renderer the standalone engine uses too (lb.DesiredService): per
+	// port one service per VIP and one per family of the node port.
+	ds := lb.DesiredService{Name: svc.Namespace + "/" + svc.Name, VIPs: vips, Scheduler: d.opts.Scheduler,
+		Affinity: affinity, Method: d.opts.methodFor(svc), ActiveOnly: local && d.opts.BackendMode == BackendEndpoints}
 	for _, sp := range svc.Spec.Ports {
 		proto, err := proxy.ParseProtocol(string(sp.Protocol))
 		if err != nil {
 			continue // SCTP: not something our dataplanes forward
 		}
-		backends := d.backends(svc, sp, slices, local)
-		base := proxy.Service{
-			Port: uint16(sp.Port), Protocol: proto, Scheduler: d.opts.Scheduler,
-			Affinity: affinity, Method: d.opts.methodFor(svc),
-		}
-		name := svc.Namespace + "/" + svc.Name
+		p := lb.DesiredPort{Name: ds.Name, Port: uint16(sp.Port), Protocol: proto, Backends: d.backends(svc, sp, slices, local)}
 		if sp.Name != "" {
-			name += "/" + sp.Name
-		}
-		for _, vip := range vips {
-			bs := sameFamily(backends, vip)
-			if local && d.opts.BackendMode == BackendEndpoints && !anyActive(bs) {
-				continue // no local endpoint: neither programmed nor announced here
-			}
-			s := base
-			s.Name, s.VIP, s.Backends = name, vip, bs
-			d.cfg.Services = append(d.cfg.Services, s)
-			served[vip] = true
+			p.Name += "/" + sp.Name
 		}
 		if nodePort && sp.NodePort != 0 && len(d.nodeAddrs) > 0 {
-			if local && d.opts.BackendMode == BackendEndpoints && !anyActive(backends) {
-				continue
-			}
-			s := base
-			s.Name, s.NodePort, s.Backends = name+"/nodeport", uint16(sp.NodePort), backends
-			d.cfg.Services = append(d.cfg.Services, s)
+			p.NodePort = uint16(sp.NodePort)
 		}
+		ds.Ports = append(ds.Ports, p)
 	}
-	for _, vip := range vips {
-		if !served[vip] {
-			continue
-		}
+	var served []netip.Addr
+	d.cfg.Services, served = ds.Render(d.cfg.Services)
+	for _, vip := range served {
 		v := announce.VIP{Addr: vip, Pool: poolOf(d.pools, vip), Local: local && d.opts.BackendMode == BackendEndpoints}
 		for i := range d.pools {
 			if d.pools[i].Name == v.Pool {
@@ -388,25 +371,6 @@ func nodeReady(n *corev1.Node) bool {
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
 			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-func sameFamily(bs []proxy.Backend, vip netip.Addr) []proxy.Backend {
-	var out []proxy.Backend
-	for _, b := range bs {
-		if b.Addr.Addr().Is4() == vip.Is4() {
-			out = append(out, b)
-		}
-	}
-	return out
-}
-
-func anyActive(bs []proxy.Backend) bool {
-	for _, b := range bs {
-		if !b.Draining {
-			return true
 		}
 	}
 	return false
