@@ -448,7 +448,16 @@ func ValidateStandalonePool(p *Pool) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	if a := p.Allocation; a != nil {
+	return ValidateStandaloneAllocation(p.Allocation)
+}
+
+// ValidateStandaloneAllocation checks a standalone pool's
+// serviceAllocation: valid, and priority only (ErrStandaloneSelectors).
+func ValidateStandaloneAllocation(a *ServiceAllocation) error {
+	if err := validateAllocation(a); err != nil {
+		return err
+	}
+	if a != nil {
 		switch {
 		case len(a.Namespaces) > 0:
 			return &FieldError{Field: "serviceAllocation.namespaces", Value: strings.Join(a.Namespaces, ","), Err: ErrStandaloneSelectors}

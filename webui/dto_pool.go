@@ -21,6 +21,10 @@ type PoolSpec struct {
 	AutoAssign    *bool              `json:"autoAssign,omitempty"`
 	AvoidBuggyIPs bool               `json:"avoidBuggyIPs"`
 	Advertisement *AdvertisementSpec `json:"advertisement,omitempty"`
+	// ServiceAllocation is lb's own type (plain values, nothing to parse);
+	// lb.Pool.Validate checks it, and a standalone gateway's writer refuses
+	// its selectors (lb.ValidateStandalonePool).
+	ServiceAllocation *lb.ServiceAllocation `json:"serviceAllocation,omitempty"`
 }
 
 // AdvertisementSpec carries the BGP attributes of a pool's routes.
@@ -50,7 +54,8 @@ var wellKnownCommunities = map[string]bool{
 // error. It checks the pool on its own (lb.Pool.Validate); overlaps with
 // other pools and addresses in use are the Manager's to refuse (409).
 func parsePool(s PoolSpec) (lb.Pool, error) {
-	p := lb.Pool{Name: s.Name, AutoAssign: s.AutoAssign == nil || *s.AutoAssign, AvoidBuggyIPs: s.AvoidBuggyIPs}
+	p := lb.Pool{Name: s.Name, AutoAssign: s.AutoAssign == nil || *s.AutoAssign, AvoidBuggyIPs: s.AvoidBuggyIPs,
+		Allocation: s.ServiceAllocation}
 	if err := lb.ValidateName(s.Name); err != nil {
 		return lb.Pool{}, &lb.FieldError{Field: "name", Value: s.Name, Err: err}
 	}
@@ -118,7 +123,8 @@ func checkLargeCommunity(c string) error {
 
 // poolSpecOf renders an lb.Pool back into the DTO.
 func poolSpecOf(p lb.Pool) PoolSpec {
-	s := PoolSpec{Name: p.Name, Addresses: p.RangeStrings(), AutoAssign: &p.AutoAssign, AvoidBuggyIPs: p.AvoidBuggyIPs}
+	s := PoolSpec{Name: p.Name, Addresses: p.RangeStrings(), AutoAssign: &p.AutoAssign, AvoidBuggyIPs: p.AvoidBuggyIPs,
+		ServiceAllocation: p.Allocation}
 	a := p.Advertisement
 	if len(a.Communities) > 0 || len(a.LargeCommunities) > 0 || a.LocalPref != 0 || a.AggregationLen != 0 {
 		s.Advertisement = &AdvertisementSpec{Communities: a.Communities, LargeCommunities: a.LargeCommunities,

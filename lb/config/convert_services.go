@@ -11,7 +11,7 @@ import (
 )
 
 func convertPool(r *rawPool, path string, c *collector) lb.Pool {
-	p := lb.Pool{Name: r.Name, AutoAssign: true, AvoidBuggyIPs: r.AvoidBuggyIPs}
+	p := lb.Pool{Name: r.Name, AutoAssign: true, AvoidBuggyIPs: r.AvoidBuggyIPs, Allocation: r.ServiceAllocation}
 	if r.AutoAssign != nil {
 		p.AutoAssign = *r.AutoAssign
 	}

@@ -76,6 +76,20 @@ func decodeValue(v any, dst reflect.Value, path string, c *collector) {
 				c.add(join(path, name), "", "unknown field%s", suggest(k, fields))
 			}
 		}
+	case reflect.Map:
+		// String-keyed mappings (label selectors' matchLabels).
+		m, ok := v.(map[string]any)
+		if !ok || dst.Type().Key().Kind() != reflect.String {
+			c.add(path, render(v), "want a mapping (key: value), got %s", kindOf(v))
+			return
+		}
+		out := reflect.MakeMapWithSize(dst.Type(), len(m))
+		for _, k := range sortedKeys(m) {
+			e := reflect.New(dst.Type().Elem()).Elem()
+			decodeValue(m[k], e, join(path, k), c)
+			out.SetMapIndex(reflect.ValueOf(k).Convert(dst.Type().Key()), e)
+		}
+		dst.Set(out)
 	case reflect.Slice:
 		l, ok := v.([]any)
 		if !ok {

@@ -25,6 +25,9 @@ type rawPool struct {
 	AutoAssign    *bool            `json:"autoAssign"`
 	AvoidBuggyIPs bool             `json:"avoidBuggyIPs"`
 	Advertisement rawAdvertisement `json:"advertisement"`
+	// ServiceAllocation: priority only in a file (standalone services have
+	// no namespace or labels; lb.ValidateStandaloneAllocation says so).
+	ServiceAllocation *rawServiceAllocation `json:"serviceAllocation"`
 }
 
 type rawAdvertisement struct {

@@ -80,6 +80,7 @@ func (c *Config) validatePools(col *collector) {
 			all = append(all, rangeRef{r: r, pool: i, idx: j})
 		}
 		validateAdvertisement(col, path+".advertisement", p)
+		validateAllocation(col, path, p)
 	}
 	// Overlaps, within and across pools: sort and sweep (n log n, so a
 	// machine-written config with thousands of ranges stays fast). Each

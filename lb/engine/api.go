@@ -60,7 +60,7 @@ func (e *Engine) Pool(ctx context.Context, name string) (out lb.PoolStatus, err 
 // overlapping another pool (*lb.ConflictError quoting both ranges).
 func (e *Engine) CreatePool(ctx context.Context, p lb.Pool) (out lb.PoolStatus, err error) {
 	err = e.do(ctx, func() error {
-		if err := p.Validate(); err != nil {
+		if err := lb.ValidateStandalonePool(&p); err != nil {
 			return err
 		}
 		if _, ok := e.pools[p.Name]; ok {
@@ -82,7 +82,7 @@ func (e *Engine) CreatePool(ctx context.Context, p lb.Pool) (out lb.PoolStatus, 
 // (409 naming the file, see configorigin.go).
 func (e *Engine) UpdatePool(ctx context.Context, p lb.Pool) (out lb.PoolStatus, err error) {
 	err = e.do(ctx, func() error {
-		if err := p.Validate(); err != nil {
+		if err := lb.ValidateStandalonePool(&p); err != nil {
 			return err
 		}
 		old, ok := e.pools[p.Name]
@@ -308,7 +308,7 @@ func (e *Engine) SyncConfig(ctx context.Context, pools []lb.Pool, services []lb.
 		t := e.begin()
 		inFile := map[string]bool{}
 		for _, p := range pools {
-			if err := p.Validate(); err != nil {
+			if err := lb.ValidateStandalonePool(&p); err != nil {
 				return fmt.Errorf("config: pool %q: %w", p.Name, err)
 			}
 			if inFile[p.Name] {

@@ -26,6 +26,8 @@ type poolRecord struct {
 	AutoAssign    bool             `json:"autoAssign"`
 	AvoidBuggyIPs bool             `json:"avoidBuggyIPs"`
 	Advertisement lb.Advertisement `json:"advertisement"`
+	// Allocation is absent in records written before it existed (nil: none).
+	Allocation *lb.ServiceAllocation `json:"serviceAllocation,omitempty"`
 }
 
 type serviceRecord struct {
@@ -41,7 +43,7 @@ type assignmentRecord struct {
 
 func encodePool(p Pool) ([]byte, error) {
 	return json.Marshal(poolRecord{V: recordVersion, Origin: p.Origin, Name: p.Name, Ranges: p.RangeStrings(),
-		AutoAssign: p.AutoAssign, AvoidBuggyIPs: p.AvoidBuggyIPs, Advertisement: p.Advertisement})
+		AutoAssign: p.AutoAssign, AvoidBuggyIPs: p.AvoidBuggyIPs, Advertisement: p.Advertisement, Allocation: p.Allocation})
 }
 
 func encodeService(s Service) ([]byte, error) {
@@ -82,7 +84,7 @@ func decodePool(key string, data []byte) (Pool, error) {
 		return Pool{}, fmt.Errorf("unknown origin %q", r.Origin)
 	}
 	p := Pool{Origin: r.Origin, Pool: lb.Pool{Name: r.Name, AutoAssign: r.AutoAssign,
-		AvoidBuggyIPs: r.AvoidBuggyIPs, Advertisement: r.Advertisement}}
+		AvoidBuggyIPs: r.AvoidBuggyIPs, Advertisement: r.Advertisement, Allocation: r.Allocation}}
 	for _, s := range r.Ranges {
 		rg, err := lb.ParseRange(s)
 		if err != nil {
