@@ -43,10 +43,14 @@ type Announcer struct {
 	stateWait  time.Duration
 	claimDelay time.Duration
 	arp, ndp   Responder // ndp is nil when IPv6 neighbour discovery could not start
-	ndpErr     error
-	ml         *memberlist.Memberlist // nil when alone
-	name       string                 // member name (immutable)
-	advertise  string
+	// srcARP/srcNDP answer for the source addresses on SourceInterface when
+	// it is not Interface (nil otherwise: arp/ndp answer for them).
+	srcARP, srcNDP Responder
+	sources        map[netip.Addr]bool
+	ndpErr         error
+	ml             *memberlist.Memberlist // nil when alone
+	name           string                 // member name (immutable)
+	advertise      string
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -123,6 +127,10 @@ func New(cfg Config) (*Announcer, error) {
 		healthy: true, peers: map[string]*peer{}, claimed: map[netip.Addr]bool{},
 		owners: map[netip.Addr]string{}, waiting: map[netip.Addr]string{}, eligibleSince: map[netip.Addr]time.Time{}}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
+	a.sources = map[netip.Addr]bool{}
+	for _, s := range cfg.SourceAddresses {
+		a.sources[s.Unmap()] = true
+	}
 	name := "local"
 	if m := cfg.Members; m != nil {
 		name = m.Name
@@ -161,6 +169,11 @@ func New(cfg Config) (*Announcer, error) {
 		} else {
 			a.ndp = r
 		}
+	}
+	if err := a.startSourceResponders(log); err != nil {
+		a.closeResponders()
+		a.cancel()
+		return nil, err
 	}
 	up := cfg.Uplink
 	if up == nil {
@@ -210,6 +223,13 @@ func (a *Announcer) SetVIPs(ctx context.Context, vips []announce.VIP) error {
 	}
 	set := map[netip.Addr]bool{}
 	var errs []error
+	// The floating source addresses are always served: they are owned like
+	// a VIP, and the VIPs of their family follow them (viewLocked).
+	for s := range a.sources {
+		if s.Is4() || a.ndp != nil || a.srcNDP != nil {
+			set[s] = true
+		}
+	}
 	for _, v := range vips {
 		addr := v.Addr.Unmap().WithZone("")
 		switch {
@@ -287,6 +307,12 @@ func (a *Announcer) closeResponders() error {
 	}
 	if a.ndp != nil {
 		errs = append(errs, a.ndp.Close())
+	}
+	if a.srcARP != nil {
+		errs = append(errs, a.srcARP.Close())
+	}
+	if a.srcNDP != nil {
+		errs = append(errs, a.srcNDP.Close())
 	}
 	return errors.Join(errs...)
 }
@@ -378,20 +404,28 @@ func (a *Announcer) reconcile() error {
 		next[c] = true
 	}
 	if !equalSets(next, a.claimed) {
-		var v4, v6 []netip.Addr
+		var gained, released []netip.Addr
 		for _, c := range d.Claim {
-			if c.Is4() {
-				v4 = append(v4, c)
-			} else {
-				v6 = append(v6, c)
+			if !a.claimed[c] {
+				gained = append(gained, c)
 			}
 		}
-		if err := a.arp.SetOwned(v4); err != nil {
-			errs = append(errs, err)
+		for _, c := range sortedAddrs(a.claimed) {
+			if !next[c] {
+				released = append(released, c)
+			}
 		}
-		if a.ndp != nil {
-			if err := a.ndp.SetOwned(v6); err != nil {
-				errs = append(errs, err)
+		// The handover's state goes into the kernel before anyone is told
+		// to send here: a packet arriving first would be tracked as new.
+		if h := a.cfg.Handover; h != nil && len(gained) > 0 {
+			if err := h.Gaining(a.ctx, gained); err != nil {
+				a.log.Warn("handover before owning", "vips", gained, "err", err)
+			}
+		}
+		errs = append(errs, a.setOwned(d.Claim)...)
+		if h := a.cfg.Handover; h != nil && len(released) > 0 {
+			if err := h.Released(a.ctx, released, len(next)); err != nil {
+				a.log.Warn("handover after releasing", "vips", released, "err", err)
 			}
 		}
 		for c := range next {
@@ -484,6 +518,16 @@ func (a *Announcer) reconcile() error {
 func (a *Announcer) viewLocked(now time.Time) view {
 	v := view{Self: a.name, VIPs: a.vips, Claimed: a.claimed,
 		Ready: a.healthy && a.uplink && a.settled && !a.closing, Fresh: map[netip.Addr]bool{}}
+	if len(a.sources) > 0 {
+		v.Key = map[netip.Addr]netip.Addr{}
+		for _, vip := range a.vips {
+			for s := range a.sources {
+				if s.Is4() == vip.Is4() {
+					v.Key[vip] = s
+				}
+			}
+		}
+	}
 	// Rule 5 bookkeeping: eligibility starts now for VIPs that just became
 	// claimable, ends for those that stopped being.
 	if !v.Ready {

@@ -1,6 +1,7 @@
 package l2
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,6 +29,28 @@ type Config struct {
 	GARPCount    int
 	GARPInterval time.Duration
 	Logger       *slog.Logger
+	// SourceAddresses (at most one per family) float with the VIPs: each is
+	// answered for like a VIP, on SourceInterface, and every VIP of its
+	// family is owned together with it (the rendezvous key of those VIPs is
+	// the source address), so that the gateway translating to it is the
+	// one the backends' replies reach.
+	SourceAddresses []netip.Addr
+	// SourceInterface is the backend segment ("" = Interface). SourceARP and
+	// SourceNDP answer there when it differs (nil = the real responders).
+	SourceInterface      string
+	SourceARP, SourceNDP Responder
+	// Handover is told of ownership changes: Gaining before the responders
+	// answer for new VIPs, Released after they stopped (proxy/statesync).
+	Handover Handover
+}
+
+// Handover is what must happen around a change of ownership besides the
+// answering (connection-state sync). Its errors are logged; the ownership
+// change goes on regardless (a VIP served without its synced connections
+// beats a VIP not served).
+type Handover interface {
+	Gaining(ctx context.Context, vips []netip.Addr) error
+	Released(ctx context.Context, vips []netip.Addr, owned int) error
 }
 
 // Members is the memberlist configuration.
@@ -137,6 +160,16 @@ func (c *Config) validate() error {
 	var errs []error
 	if c.Interface == "" {
 		errs = append(errs, errors.New(`l2: field "interface" is empty`))
+	}
+	fams := map[bool]bool{}
+	for i, a := range c.SourceAddresses {
+		switch {
+		case !a.IsValid() || a.IsUnspecified() || a.IsMulticast() || a.IsLoopback() || a.Zone() != "":
+			errs = append(errs, fmt.Errorf(`l2: field "sourceAddresses[%d]" %q is not a unicast address`, i, a))
+		case fams[a.Unmap().Is4()]:
+			errs = append(errs, fmt.Errorf(`l2: field "sourceAddresses[%d]" %q: one source address per family`, i, a))
+		}
+		fams[a.Unmap().Is4()] = true
 	}
 	if m := c.Members; m != nil {
 		if m.Name == "" {

@@ -69,6 +69,18 @@ type view struct {
 	// have heard yet, so they are not claimed yet (rule 5).
 	Fresh map[netip.Addr]bool
 	Peers []peerView
+	// Key maps a VIP to the address whose rendezvous score decides its
+	// owner (a floating source address: the VIPs of its family follow it);
+	// a VIP not in Key is its own key.
+	Key map[netip.Addr]netip.Addr
+}
+
+// key is the rendezvous key of vip.
+func (v view) key(vip netip.Addr) netip.Addr {
+	if k, ok := v.Key[vip]; ok {
+		return k
+	}
+	return vip
 }
 
 // decision is what decide concludes.
@@ -114,12 +126,13 @@ func decide(v view) decision {
 		}
 	}
 	for _, vip := range v.VIPs {
+		k := v.key(vip)
 		winner := ""
 		if v.Ready {
 			winner = v.Self
 		}
 		for _, p := range v.Peers {
-			if p.Alive && p.Known && p.Ready && p.VIPs[vip] && (winner == "" || beats(p.Name, winner, vip)) {
+			if p.Alive && p.Known && p.Ready && p.VIPs[vip] && (winner == "" || beats(p.Name, winner, k)) {
 				winner = p.Name
 			}
 		}
@@ -130,13 +143,13 @@ func decide(v view) decision {
 		// Another alive member answering for vip right now, the highest-scoring one if several.
 		holder := ""
 		for _, p := range v.Peers {
-			if p.Alive && p.Known && p.Claimed[vip] && (holder == "" || beats(p.Name, holder, vip)) {
+			if p.Alive && p.Known && p.Claimed[vip] && (holder == "" || beats(p.Name, holder, k)) {
 				holder = p.Name
 			}
 		}
 		switch {
 		case v.Claimed[vip]:
-			if holder != "" && beats(holder, v.Self, vip) {
+			if holder != "" && beats(holder, v.Self, k) {
 				d.Waiting[vip] = holder // rule 4: yield
 				continue
 			}

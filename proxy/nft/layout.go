@@ -3,6 +3,7 @@ package nft
 import (
 	"fmt"
 	"hash/fnv"
+	"net/netip"
 	"reflect"
 	"strings"
 
@@ -99,11 +100,15 @@ type fam struct {
 	saddr      uint32 // network header offsets
 	daddr      uint32
 	rejectCode uint8
+	// snat is the floating source address method nat translates to
+	// (Options.SourceAddresses); invalid: masquerade to the gateway's own
+	// address on the way out.
+	snat netip.Addr
 }
 
 var (
-	fam4 = fam{false, nftables.TableFamilyIPv4, unix.NFPROTO_IPV4, nftables.TypeIPAddr, 4, 12, 16, 3 /* ICMP_PORT_UNREACH */}
-	fam6 = fam{true, nftables.TableFamilyIPv6, unix.NFPROTO_IPV6, nftables.TypeIP6Addr, 16, 8, 24, 4 /* ICMPV6_PORT_UNREACH */}
+	fam4 = fam{false, nftables.TableFamilyIPv4, unix.NFPROTO_IPV4, nftables.TypeIPAddr, 4, 12, 16, 3 /* ICMP_PORT_UNREACH */, netip.Addr{}}
+	fam6 = fam{true, nftables.TableFamilyIPv6, unix.NFPROTO_IPV6, nftables.TypeIP6Addr, 16, 8, 24, 4 /* ICMPV6_PORT_UNREACH */, netip.Addr{}}
 	fams = [2]fam{fam4, fam6}
 )
 
@@ -112,6 +117,14 @@ func famOf(v6 bool) fam {
 		return fam6
 	}
 	return fam4
+}
+
+// famOf is the dataplane's fam (with its source address) of a family.
+func (d *Dataplane) famOf(v6 bool) fam {
+	if v6 {
+		return d.fams[1]
+	}
+	return d.fams[0]
 }
 
 func (f fam) String() string {
@@ -247,7 +260,7 @@ func (f fam) rulesOf(chain string) []rule {
 				&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: encU32(idTag | c)})
 		}
 		return []rule{
-			{"masq", cat(class(idClassMasq), markDone(), one(&expr.Masq{}))},
+			{"masq", cat(class(idClassMasq), markDone(), f.masq())},
 			{"plain", cat(class(idClassPlain), markDone())},
 			{"post", cat(class(idClassSticky), one(loadMark(), vmap(setPost)))},
 		}
@@ -327,9 +340,22 @@ func (f fam) postRules(p post) []rule {
 	}
 	es := markDone()
 	if p.masq {
-		es = append(es, &expr.Masq{})
+		es = append(es, f.masq()...)
 	}
 	return append(rs, rule{"mark", es})
+}
+
+// masq translates the source of a method-nat connection: to the floating
+// source address when one is set (`snat to S`: the backend's reply goes to
+// whichever gateway owns S now, which holds the connection when state is
+// synced), else masquerade (the gateway's own address on the way out).
+// reg1 is free here: markDone has stored the mark.
+func (f fam) masq() []expr.Any {
+	if !f.snat.IsValid() {
+		return one(&expr.Masq{})
+	}
+	return one(&expr.Immediate{Register: reg1, Data: f.snat.AsSlice()},
+		&expr.NAT{Type: expr.NATTypeSourceNAT, Family: f.nfproto, RegAddrMin: reg1})
 }
 
 // markDone replaces the service id in the ct mark with proxy.CTMark, the

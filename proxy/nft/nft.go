@@ -37,6 +37,11 @@ type Options struct {
 	// when the ruleset generation says nothing changed (0: DefaultFullEvery;
 	// 1: every Resync reads back, the behaviour before the gate).
 	FullEvery int
+	// SourceAddresses (at most one per family) are what method nat
+	// translates the client's address to instead of masquerading to the
+	// gateway's own: floating addresses owned with the VIPs
+	// (announce.l2.sourceAddresses), so replies reach the current owner.
+	SourceAddresses []netip.Addr
 
 	// Tests only: the receive buffer to force (bytes, before the kernel
 	// doubles it) and the messages per batch, instead of what dial derives.
@@ -64,6 +69,7 @@ type Dataplane struct {
 	mu      sync.Mutex
 	opts    Options
 	tables  [2]*nftables.Table // ip, ip6
+	fams    [2]fam             // fams with this dataplane's source addresses
 	conn    *nftables.Conn
 	budget  int // bytes of elements per batch (what the socket's send buffer takes)
 	maxMsgs int // messages per transaction (their acknowledgements must fit the receive buffer)
@@ -116,8 +122,15 @@ func New(opts Options) (*Dataplane, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	d := &Dataplane{opts: opts}
-	for i, f := range fams {
+	d := &Dataplane{opts: opts, fams: fams}
+	for i := range d.fams {
+		for _, a := range opts.SourceAddresses {
+			if a = a.Unmap(); a.IsValid() && a.Is6() == d.fams[i].v6 {
+				d.fams[i].snat = a
+			}
+		}
+	}
+	for i, f := range d.fams {
 		d.tables[i] = &nftables.Table{Family: f.family, Name: opts.Table}
 	}
 	d.reset()

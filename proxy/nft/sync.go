@@ -169,11 +169,11 @@ func (d *Dataplane) incremental(ctx context.Context, ch *changes, created, delet
 		}})
 	}
 	for _, fc := range created {
-		bs[0].pre = append(bs[0].pre, d.addChain(famOf(fc.v6), &nftables.Chain{Table: d.tableOf(fc.v6), Name: fc.name}))
+		bs[0].pre = append(bs[0].pre, d.addChain(d.famOf(fc.v6), &nftables.Chain{Table: d.tableOf(fc.v6), Name: fc.name}))
 	}
 	last := bs[len(bs)-1]
 	for _, fc := range deleted {
-		last.post = append(last.post, d.delChain(famOf(fc.v6), fc.name))
+		last.post = append(last.post, d.delChain(d.famOf(fc.v6), fc.name))
 	}
 	if err := d.recoverLostAcks(ctx, d.flush(ctx, bs)); err != nil {
 		return err
@@ -215,7 +215,7 @@ func (d *Dataplane) purgeAffinity(ctx context.Context, svcs []*svcState) error {
 	var err error
 	for try := 0; try < 3; try++ {
 		var u unit
-		for _, f := range fams {
+		for _, f := range d.fams {
 			els, gerr := d.conn.GetSetElements(d.setRef(f.v6, setAff))
 			if gerr != nil {
 				return fmt.Errorf("nft: read %s affinity: %w", f, gerr)
@@ -263,7 +263,7 @@ var staticSets = []string{setVIP, setNP, setNodes, setDispatch, setPost, setBE}
 func (d *Dataplane) read() (*snapshot, error) {
 	d.stats.Reads++
 	var snap snapshot
-	for i, f := range fams {
+	for i, f := range d.fams {
 		ts, err := d.readTable(f)
 		if err != nil {
 			return nil, err
@@ -360,7 +360,7 @@ func (d *Dataplane) adopt(s *snapshot) {
 	d.hints = map[string]uint32{}
 	d.hintBE = map[uint32]map[uint32]string{}
 	maxNum := uint32(0) // the highest id number in the kernel
-	for _, f := range fams {
+	for _, f := range d.fams {
 		ts := s.of(f.v6)
 		for _, set := range []string{setVIP, setNP} {
 			for k, v := range ts.elems[set] {
@@ -446,7 +446,7 @@ func (d *Dataplane) hint(st *svcState) (uint32, bool) {
 // frontend points at the old id's elements until the new id's exist.
 func (d *Dataplane) fullSync(ctx context.Context, s *snapshot) error {
 	var pre, post []op
-	for _, f := range fams {
+	for _, f := range d.fams {
 		p, q := d.syncStructure(f, s.of(f.v6))
 		pre = append(pre, p...)
 		post = append(post, q...)
@@ -475,7 +475,7 @@ func (d *Dataplane) fullSync(ctx context.Context, s *snapshot) error {
 	for a := range d.nodes {
 		add(nodeElem(a))
 	}
-	for _, f := range fams {
+	for _, f := range d.fams {
 		for _, set := range staticSets {
 			for k := range s.of(f.v6).elems[set] {
 				dels = append(dels, elem{v6: f.v6, set: set, key: []byte(k)})
