@@ -214,7 +214,7 @@ func (p *Pool) Validate() error {
 			return &FieldError{Field: "advertisement.aggregationLength", Value: fmt.Sprint(a), Err: err}
 		}
 	}
-	return validateAllocation(p.Allocation)
+	return ValidateAllocation(p.Allocation)
 }
 
 // CheckOverlap returns a ConflictError when any range of p overlaps one of

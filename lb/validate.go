@@ -399,11 +399,11 @@ func ValidateHealthHost(h string) error {
 // MaxPriority bounds serviceAllocation.priority (the CRD's int32).
 const MaxPriority = 1<<31 - 1
 
-// validateAllocation checks a pool's serviceAllocation: priority 0 or
+// ValidateAllocation checks a pool's serviceAllocation: priority 0 or
 // more, namespaces as Kubernetes names them, selectors with valid label
 // keys and values and known operators (the API server does not check what
 // a custom resource carries, so this is the only check).
-func validateAllocation(a *ServiceAllocation) error {
+func ValidateAllocation(a *ServiceAllocation) error {
 	if a == nil {
 		return nil
 	}
@@ -454,7 +454,7 @@ func ValidateStandalonePool(p *Pool) error {
 // ValidateStandaloneAllocation checks a standalone pool's
 // serviceAllocation: valid, and priority only (ErrStandaloneSelectors).
 func ValidateStandaloneAllocation(a *ServiceAllocation) error {
-	if err := validateAllocation(a); err != nil {
+	if err := ValidateAllocation(a); err != nil {
 		return err
 	}
 	if a != nil {

@@ -40,8 +40,7 @@ func TestMigrateMetalLBPassesCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"spec.serviceAllocation.priority", "spec.serviceAllocation.namespaces",
-		"spec.serviceAllocation.namespaceSelectors", "spec.serviceAllocation.serviceSelectors", "spec.bfdProfile",
+	for _, f := range []string{"NOTE IPAddressPool/ns-pool", "spec.serviceAllocation: namespaces and selectors are kept", "spec.bfdProfile",
 		"BFDProfile/full", "spec.peers", "spec.nodeSelectors", "spec.ipAddressPools", "SKIPPED"} {
 		if !strings.Contains(string(rep), f) {
 			t.Errorf("report does not name %s:\n%s", f, rep)

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/edgelb/edgelb/lb"
 )
 
 // Pool is an edgelb pool (config `pools[]` and the IPPool spec alike).
@@ -16,6 +18,8 @@ type Pool struct {
 	AutoAssign    bool           `json:"autoAssign"`
 	AvoidBuggyIPs bool           `json:"avoidBuggyIPs,omitempty"`
 	Advertisement *Advertisement `json:"advertisement,omitempty"`
+	// ServiceAllocation is MetalLB's, carried over whole (allocation.go).
+	ServiceAllocation *lb.ServiceAllocation `json:"serviceAllocation,omitempty"`
 }
 
 // Advertisement is a pool's BGP route attributes.
@@ -231,16 +235,16 @@ func (c *converter) ipAddressPool(o *Object) error {
 	}
 	p.AvoidBuggyIPs, _ = takeBool(o.Spec, "avoidBuggyIPs")
 	if sa, ok := take(o.Spec, "serviceAllocation"); ok {
-		m, _ := sa.(map[string]any)
-		for _, f := range leftovers("spec.serviceAllocation", m) {
-			c.unsupported(o, f, lookup(m, strings.TrimPrefix(f, "spec.serviceAllocation.")),
-				"edgelb has no pool selectors or priority yet: Services choose a pool with the address-pool annotation, else any autoAssign pool in name order")
+		m, isMap := sa.(map[string]any)
+		if !isMap {
+			return fieldErr(o, "spec.serviceAllocation", show(sa), "want a mapping")
+		}
+		if err := c.serviceAllocation(o, m, p); err != nil {
+			return err
 		}
 	}
 	return c.addPool(o, p)
 }
-
-func lookup(m map[string]any, key string) any { return m[key] }
 
 // addressPool is the deprecated v1beta1 AddressPool, which also carried
 // its protocol and BGP advertisements.

@@ -65,12 +65,7 @@ func TestExamplesConvert(t *testing.T) {
 			"L2Advertisement/example spec.ipAddressPools",
 			"L2Advertisement/example spec.nodeSelectors",
 		},
-		"serviceallocation.yaml": {
-			"IPAddressPool/ns-pool spec.serviceAllocation.namespaceSelectors",
-			"IPAddressPool/ns-pool spec.serviceAllocation.namespaces",
-			"IPAddressPool/ns-pool spec.serviceAllocation.priority",
-			"IPAddressPool/ns-pool spec.serviceAllocation.serviceSelectors",
-		},
+		"serviceallocation.yaml": nil,
 	}
 	files, _ := filepath.Glob("testdata/*.yaml")
 	if len(files) != len(want) {
@@ -205,5 +200,44 @@ func TestBadInputNamed(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: err %v, want it to name %s", tc.in, err, tc.want)
 		}
+	}
+}
+
+// TestServiceAllocationValues: serviceAllocation is carried over whole
+// into the IPPool, the standalone config keeps its priority, and a note
+// says why; a bad selector is refused naming the field.
+func TestServiceAllocationValues(t *testing.T) {
+	res := convertFile(t, "testdata/serviceallocation.yaml")
+	sa := res.Pools[0].ServiceAllocation
+	if sa == nil || sa.Priority != 50 || strings.Join(sa.Namespaces, ",") != "namespace-a,namespace-b" ||
+		sa.NamespaceSelectors[0].MatchLabels["foo"] != "bar" ||
+		sa.ServiceSelectors[0].MatchExpressions[0].Key != "app" || sa.ServiceSelectors[0].MatchExpressions[0].Values[0] != "bar" {
+		t.Fatalf("serviceAllocation = %+v", sa)
+	}
+	objs, _ := res.Objects()
+	for _, s := range []string{"serviceAllocation:", "priority: 50", "- namespace-a", "foo: bar", "operator: In"} {
+		if !bytes.Contains(objs, []byte(s)) {
+			t.Errorf("IPPool lacks %q:\n%s", s, objs)
+		}
+	}
+	cfg, _ := res.Config()
+	parsed, err := config.Parse(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := parsed.Pools[0].Allocation; a == nil || a.Priority != 50 || a.HasSelectors() {
+		t.Fatalf("standalone allocation = %+v", a)
+	}
+	if len(res.Notes) == 0 || !strings.Contains(res.Notes[0].Note, "standalone config keeps only the priority") {
+		t.Fatalf("notes = %v", res.Notes)
+	}
+	in := "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: p}\nspec:\n  addresses: [192.0.2.0/28]\n" +
+		"  serviceAllocation:\n    serviceSelectors:\n    - matchExpressions: [{key: app, operator: Equals, values: [x]}]\n"
+	o, _, err := ReadDocuments(strings.NewReader(in), "in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Convert(o, Options{}); err == nil || !strings.Contains(err.Error(), "spec.serviceAllocation.serviceSelectors[0].matchExpressions[0].operator") {
+		t.Fatalf("bad operator: %v", err)
 	}
 }

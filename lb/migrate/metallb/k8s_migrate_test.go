@@ -56,7 +56,7 @@ func TestK8sMigratedObjectsAccepted(t *testing.T) {
 		t.Fatalf("%d IPPools, want 7 (one per MetalLB pool in testdata)", n)
 	}
 	cs := l.Clientset()
-	for _, ns := range []string{"edgelb-system", "apps"} {
+	for _, ns := range []string{"edgelb-system", "apps", "namespace-a"} {
 		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -89,6 +89,8 @@ func TestK8sMigratedObjectsAccepted(t *testing.T) {
 		"share-a":   "192.168.10.7",
 		"share-b":   "192.168.10.7",
 		"legacy":    "203.0.113.0",
+		// serviceallocation.yaml's ns-pool admits namespace-a Services labelled app=bar.
+		"selected": "192.168.20.0",
 	}
 	svc("requested", 80, map[string]string{"metallb.universe.tf/loadBalancerIPs": "192.168.1.245"})
 	svc("expensive", 80, map[string]string{"metallb.universe.tf/address-pool": "expensive"})
@@ -96,11 +98,16 @@ func TestK8sMigratedObjectsAccepted(t *testing.T) {
 	svc("share-a", 80, map[string]string{"metallb.universe.tf/loadBalancerIPs": "192.168.10.7", "metallb.universe.tf/allow-shared-ip": "k"})
 	svc("share-b", 443, map[string]string{"metallb.io/loadBalancerIPs": "192.168.10.7", "metallb.universe.tf/allow-shared-ip": "k"})
 	svc("legacy", 80, map[string]string{"metallb.universe.tf/address-pool": "legacy"})
+	sel := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "selected", Namespace: "namespace-a", Labels: map[string]string{"app": "bar"}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Name: "p", Port: 80, Protocol: corev1.ProtocolTCP}}}}
+	if _, err := cs.CoreV1().Services("namespace-a").Create(ctx, sel, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		got := map[string]string{}
-		list, err := cs.CoreV1().Services("apps").List(ctx, metav1.ListOptions{})
+		list, err := cs.CoreV1().Services("").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

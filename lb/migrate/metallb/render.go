@@ -6,6 +6,8 @@ import (
 	"io"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/edgelb/edgelb/lb"
 )
 
 // standaloneConfig is the edgelb config file a gateway without Kubernetes
@@ -35,15 +37,23 @@ type ipPool struct {
 }
 
 type ipPoolSpec struct {
-	Addresses     []string       `json:"addresses"`
-	AutoAssign    bool           `json:"autoAssign"`
-	AvoidBuggyIPs bool           `json:"avoidBuggyIPs,omitempty"`
-	Advertisement *Advertisement `json:"advertisement,omitempty"`
+	Addresses         []string              `json:"addresses"`
+	AutoAssign        bool                  `json:"autoAssign"`
+	AvoidBuggyIPs     bool                  `json:"avoidBuggyIPs,omitempty"`
+	Advertisement     *Advertisement        `json:"advertisement,omitempty"`
+	ServiceAllocation *lb.ServiceAllocation `json:"serviceAllocation,omitempty"`
 }
 
-// Config renders the standalone config file.
+// Config renders the standalone config file: pools keep only their
+// serviceAllocation priority (standalone services have no namespace or
+// labels for selectors to match; the report says so).
 func (r *Result) Config() ([]byte, error) {
-	return yaml.Marshal(standaloneConfig{Pools: r.Pools, Announce: r.Announce})
+	pools := make([]Pool, len(r.Pools))
+	for i, p := range r.Pools {
+		p.ServiceAllocation = standaloneAllocation(p.ServiceAllocation)
+		pools[i] = p
+	}
+	return yaml.Marshal(standaloneConfig{Pools: pools, Announce: r.Announce})
 }
 
 // ClusterConfig renders the config file for Kubernetes mode (pools are
@@ -57,7 +67,8 @@ func (r *Result) Objects() ([]byte, error) {
 	var buf bytes.Buffer
 	for i, p := range r.Pools {
 		o := ipPool{APIVersion: "edgelb.io/v1alpha1", Kind: "IPPool", Metadata: map[string]any{"name": p.Name},
-			Spec: ipPoolSpec{Addresses: p.Addresses, AutoAssign: p.AutoAssign, AvoidBuggyIPs: p.AvoidBuggyIPs, Advertisement: p.Advertisement}}
+			Spec: ipPoolSpec{Addresses: p.Addresses, AutoAssign: p.AutoAssign, AvoidBuggyIPs: p.AvoidBuggyIPs, Advertisement: p.Advertisement,
+				ServiceAllocation: p.ServiceAllocation}}
 		b, err := yaml.Marshal(o)
 		if err != nil {
 			return nil, err
