@@ -62,7 +62,9 @@ const (
 	token     = "edgelb-ecmp-token"
 )
 
-func gwAddr(i int) netip.Prefix { return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 20, 0, byte(11 + i)}), 24) }
+func gwAddr(i int) netip.Prefix {
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 20, 0, byte(11 + i)}), 24)
+}
 func beLink(i, host int) netip.Prefix {
 	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 30, byte(i + 1), byte(host)}), 24)
 }
