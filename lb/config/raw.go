@@ -99,6 +99,7 @@ type rawL2 struct {
 
 type rawStateSync struct {
 	Conntrackd *rawConntrackd `json:"conntrackd"`
+	IPVS       *rawIPVSSync   `json:"ipvs"`
 }
 
 type rawConntrackd struct {

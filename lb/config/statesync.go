@@ -15,6 +15,8 @@ type StateSync struct {
 	// nftables dataplane, configured and supervised by edgelb, and drives its
 	// failover steps from the L2 ownership changes.
 	Conntrackd *Conntrackd
+	// IPVS runs the kernel's IPVS sync daemon (statesync_ipvs.go).
+	IPVS *IPVSSync
 }
 
 // Conntrackd is the conntrackd sync channel: unicast UDP to one peer (two
@@ -47,6 +49,7 @@ var ErrStateSync = errors.New("state sync")
 
 func convertStateSync(r *rawStateSync, c *collector) StateSync {
 	var s StateSync
+	s.IPVS = convertIPVSSync(r.IPVS, c)
 	rc := r.Conntrackd
 	if rc == nil {
 		return s
@@ -84,6 +87,7 @@ func (c *Config) validateStateSync(col *collector) {
 	if l2 := c.Announce.L2; l2 != nil {
 		c.validateSourceAddresses(col, l2)
 	}
+	c.validateIPVSSync(col)
 	ct := c.StateSync.Conntrackd
 	if ct == nil {
 		return
