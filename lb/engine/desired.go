@@ -35,8 +35,8 @@ func (e *Engine) refresh() {
 // the Kubernetes controller uses too): per port, one proxy.Service per VIP
 // and one per family of its node port, so a service waiting for a VIP
 // still serves its node ports.
-func (e *Engine) desired() Desired {
-	d := Desired{Dataplane: proxy.Config{NodeAddrs: slices.Clone(e.opts.NodeAddrs)}}
+func (e *Engine) desired() lb.Desired {
+	d := lb.Desired{Dataplane: proxy.Config{NodeAddrs: slices.Clone(e.opts.NodeAddrs)}}
 	if e.order == nil {
 		e.order = store.Names(e.svcs)
 	}

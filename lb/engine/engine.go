@@ -18,7 +18,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/edgelb/edgelb/announce"
 	"github.com/edgelb/edgelb/lb"
 	"github.com/edgelb/edgelb/lb/store"
 	"github.com/edgelb/edgelb/proxy"
@@ -71,16 +70,6 @@ const (
 	AllDownWithdraw AllDownPolicy = "withdraw"
 )
 
-// Desired is what the dataplane and the announcers should converge to.
-// Subscribers must treat it as read-only (it is shared).
-type Desired struct {
-	Dataplane proxy.Config
-	VIPs      []announce.VIP
-	// Health lists the backends with active checks (standalone services
-	// with a healthCheck), for the checker.
-	Health []lb.HealthTarget
-}
-
 // Engine implements lb.Manager for standalone mode.
 type Engine struct {
 	ops     chan op
@@ -88,8 +77,8 @@ type Engine struct {
 	runOnce sync.Once
 
 	subMu sync.Mutex
-	subs  []chan Desired
-	last  Desired
+	subs  []chan lb.Desired
+	last  lb.Desired
 	// version counts published states, so readers that poll (the web UI)
 	// skip re-encoding 10,000 services when nothing changed.
 	version atomic.Uint64
@@ -189,8 +178,8 @@ func (e *Engine) do(ctx context.Context, f func() error) error {
 // value not yet read is replaced by a newer one, so a slow reader skips
 // intermediate states and the writer never blocks. The current state is
 // delivered at once.
-func (e *Engine) Subscribe() <-chan Desired {
-	ch := make(chan Desired, 1)
+func (e *Engine) Subscribe() <-chan lb.Desired {
+	ch := make(chan lb.Desired, 1)
 	e.subMu.Lock()
 	defer e.subMu.Unlock()
 	ch <- e.last
@@ -199,7 +188,7 @@ func (e *Engine) Subscribe() <-chan Desired {
 }
 
 // Desired returns the latest desired state.
-func (e *Engine) Desired() Desired {
+func (e *Engine) Desired() lb.Desired {
 	e.subMu.Lock()
 	defer e.subMu.Unlock()
 	return e.last
@@ -209,7 +198,7 @@ func (e *Engine) Desired() Desired {
 // addresses and backend health) may have changed; it never repeats.
 func (e *Engine) Version() uint64 { return e.version.Load() }
 
-func (e *Engine) publish(d Desired) {
+func (e *Engine) publish(d lb.Desired) {
 	e.subMu.Lock()
 	defer e.subMu.Unlock()
 	e.last = d

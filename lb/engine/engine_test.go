@@ -125,7 +125,7 @@ func TestDesiredState(t *testing.T) {
 		return s
 	}
 	fam := func(s proxy.Service, f proxy.Family) proxy.Service { s.Family = f; return s }
-	want := Desired{
+	want := lb.Desired{
 		Dataplane: proxy.Config{NodeAddrs: opts.NodeAddrs, Services: []proxy.Service{
 			mk("a/22-TCP", "192.0.2.8", 22, proxy.TCP, 0, 0),
 			fam(mk("wait/443-TCP/nodeport", "", 443, proxy.TCP, 30443, 0, be("198.51.100.9:443", 1)), proxy.IPv4),

@@ -71,9 +71,9 @@ type Controller struct {
 
 	mu     sync.Mutex // guards term, last, built and subs
 	term   *term      // nil unless leading
-	last   Desired
+	last   lb.Desired
 	built  bool // last was computed from synced caches
-	subs   []chan Desired
+	subs   []chan lb.Desired
 	leadMu sync.Mutex // one leadership term at a time
 
 	// version moves after every change the Manager's lists can show
@@ -266,8 +266,8 @@ func (c *Controller) poolUpdated(o, n any) {
 // one; the writer never blocks). The current state is delivered at once if
 // it was computed already; before the caches have synced nothing is sent,
 // so a restarting gateway never programs an empty state over working rules.
-func (c *Controller) Subscribe() <-chan Desired {
-	ch := make(chan Desired, 1)
+func (c *Controller) Subscribe() <-chan lb.Desired {
+	ch := make(chan lb.Desired, 1)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.built {
@@ -585,7 +585,7 @@ func (c *Controller) desiredWorker() {
 }
 
 // publish hands d to every subscriber, replacing what they did not read.
-func (c *Controller) publish(d Desired) {
+func (c *Controller) publish(d lb.Desired) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.last, c.built = d, true
@@ -599,7 +599,7 @@ func (c *Controller) publish(d Desired) {
 }
 
 // Desired returns the latest desired state (zero before the caches synced).
-func (c *Controller) Desired() Desired {
+func (c *Controller) Desired() lb.Desired {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.last

@@ -13,27 +13,14 @@ import (
 
 	"github.com/edgelb/edgelb/announce"
 	"github.com/edgelb/edgelb/lb"
-	"github.com/edgelb/edgelb/lb/engine"
 	"github.com/edgelb/edgelb/proxy"
 )
-
-// Desired is what this gateway should program and announce now, with the
-// standalone engine's fields (engine.Desired). Subscribers must treat it as
-// read-only (it is shared).
-type Desired struct {
-	Dataplane proxy.Config
-	VIPs      []announce.VIP
-}
-
-// Engine returns d as the standalone engine's type, so the daemon can feed
-// both modes through one path.
-func (d Desired) Engine() engine.Desired { return engine.Desired{Dataplane: d.Dataplane, VIPs: d.VIPs} }
 
 const zoneLabel = "topology.kubernetes.io/zone"
 
 // buildDesired computes the dataplane state from the caches: every gateway
 // does this for itself, leader or not, from Service status and endpoints.
-func (c *Controller) buildDesired() Desired {
+func (c *Controller) buildDesired() lb.Desired {
 	svcs, _ := c.services.List(labels.Everything())
 	sort.Slice(svcs, func(i, j int) bool {
 		if svcs[i].Namespace != svcs[j].Namespace {
@@ -196,8 +183,8 @@ func (d *desiredInput) mergeVIP(v announce.VIP) {
 	d.vips[v.Addr] = &v
 }
 
-func (d *desiredInput) result() Desired {
-	out := Desired{Dataplane: d.cfg}
+func (d *desiredInput) result() lb.Desired {
+	out := lb.Desired{Dataplane: d.cfg}
 	out.Dataplane.NodeAddrs = append([]netip.Addr(nil), d.nodeAddrs...)
 	for _, v := range d.vips {
 		out.VIPs = append(out.VIPs, *v)

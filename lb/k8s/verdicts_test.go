@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/edgelb/edgelb/lb"
 	"github.com/edgelb/edgelb/lb/config"
@@ -66,6 +67,18 @@ var verdictCases = []verdictCase{
 	{"aggregation 64 on IPv4", "pool", "192.0.2.0/24", 64, false, "advertisement.aggregationLength"},
 	{"aggregation 120 on IPv6 /120", "pool", "2001:db8::/120", 120, true, ""},
 	{"aggregation 129 on IPv6", "pool", "2001:db8::/120", 129, false, "advertisement.aggregationLength"},
+	// Pools: serviceAllocation (value: its JSON). Only cases all three
+	// inputs judge alike: standalone inputs also refuse valid selectors
+	// (lb.ErrStandaloneSelectors), which IPPools accept.
+	{"allocation priority", "alloc", `{"priority":7}`, 0, true, ""},
+	{"allocation negative priority", "alloc", `{"priority":-1}`, 0, false, "serviceAllocation.priority"},
+	{"allocation bad namespace", "alloc", `{"namespaces":["Blue_Team"]}`, 0, false, "serviceAllocation.namespaces[0]"},
+	{"allocation bad operator", "alloc", `{"serviceSelectors":[{"matchExpressions":[{"key":"app","operator":"Equals","values":["x"]}]}]}`, 0, false,
+		"serviceAllocation.serviceSelectors[0].matchExpressions[0].operator"},
+	{"allocation In without values", "alloc", `{"namespaceSelectors":[{"matchExpressions":[{"key":"team","operator":"In"}]}]}`, 0, false,
+		"serviceAllocation.namespaceSelectors[0].matchExpressions[0].values"},
+	{"allocation bad label value", "alloc", `{"serviceSelectors":[{"matchLabels":{"app":"-web"}}]}`, 0, false,
+		"serviceAllocation.serviceSelectors[0].matchLabels.app"},
 	// VIPs.
 	{"vip documentation", "vip", "192.0.2.10", 0, true, ""},
 	{"vip documentation IPv6", "vip", "2001:db8::10", 0, true, ""},
@@ -162,6 +175,9 @@ func (c verdictCase) restBody() (method, path, body string) {
 		}
 		return "POST", "/api/v1/pools", fmt.Sprintf(`{"name":"p","addresses":[%q]%s}`, c.value, adv)
 	}
+	if c.kind == "alloc" {
+		return "POST", "/api/v1/pools", `{"name":"p","addresses":["192.0.2.0/24"],"serviceAllocation":` + c.value + `}`
+	}
 	vip, backend, weight, health := "192.0.2.10", "198.51.100.7", "1", ""
 	switch c.kind {
 	case "vip":
@@ -205,7 +221,7 @@ func restVerdict(t *testing.T, c verdictCase) verdict {
 		h.ServeHTTP(rec, req)
 		return rec.Code, rec.Body.String()
 	}
-	if c.kind != "pool" {
+	if c.kind != "pool" && c.kind != "alloc" {
 		if code, b := do("POST", "/api/v1/pools", `{"name":"base","addresses":`+verdictPoolRanges+`}`); code != http.StatusCreated {
 			t.Fatalf("base pool: %d %s", code, b)
 		}
@@ -231,6 +247,8 @@ func yamlVerdict(t *testing.T, c verdictCase) verdict {
 		if c.agg != 0 {
 			y += fmt.Sprintf("  advertisement: {aggregationLength: %d}\n", c.agg)
 		}
+	} else if c.kind == "alloc" {
+		y = "pools:\n- name: p\n  addresses: [192.0.2.0/24]\n  serviceAllocation: " + c.value + "\n"
 	} else {
 		// The REST body is JSON, which is YAML: the same service, field for field.
 		_, _, body := c.restBody()
@@ -267,6 +285,18 @@ func k8sVerdict(c verdictCase) (verdict, bool) {
 			"apiVersion": "edgelb.io/v1alpha1", "kind": "IPPool",
 			"metadata": map[string]any{"name": "p"},
 			"spec":     map[string]any{"addresses": []any{c.value}, "advertisement": adv},
+		}}
+		_, err := poolFromObject(u)
+		return k8sResult(err), true
+	case "alloc":
+		var sa map[string]any
+		if err := utiljson.Unmarshal([]byte(c.value), &sa); err != nil {
+			return verdict{field: "?", msg: err.Error()}, true
+		}
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "edgelb.io/v1alpha1", "kind": "IPPool",
+			"metadata": map[string]any{"name": "p"},
+			"spec":     map[string]any{"addresses": []any{"192.0.2.0/24"}, "serviceAllocation": sa},
 		}}
 		_, err := poolFromObject(u)
 		return k8sResult(err), true

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/edgelb/edgelb/announce"
+	"github.com/edgelb/edgelb/lb"
 	"github.com/edgelb/edgelb/lb/config"
 	"github.com/edgelb/edgelb/proxy/health"
 	"github.com/edgelb/edgelb/proxy/hostcheck"
@@ -154,7 +155,7 @@ func Run(ctx context.Context, o Options) error {
 	runCtx, stopRun := context.WithCancel(context.Background())
 	defer stopRun()
 	fx.refused = refusedRelay(runCtx, w.setRefused, log.With("component", "effects"))
-	desired := make(chan Desired, 1)
+	desired := make(chan lb.Desired, 1)
 	go forwardDesired(runCtx, w.desired, desired, checker)
 	fxDone := make(chan struct{})
 	go func() {
@@ -244,7 +245,7 @@ func reload(ctx context.Context, path string, old *config.Config, w *writer, log
 
 // forwardDesired turns the engine's desired states into effects' input and
 // keeps the health checker's targets in step with the services.
-func forwardDesired(ctx context.Context, in <-chan Desired, out chan Desired, checker *health.Checker) {
+func forwardDesired(ctx context.Context, in <-chan lb.Desired, out chan lb.Desired, checker *health.Checker) {
 	for {
 		select {
 		case <-ctx.Done():

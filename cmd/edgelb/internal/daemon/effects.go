@@ -11,14 +11,9 @@ import (
 	"time"
 
 	"github.com/edgelb/edgelb/announce"
-	"github.com/edgelb/edgelb/lb/engine"
+	"github.com/edgelb/edgelb/lb"
 	"github.com/edgelb/edgelb/proxy"
 )
-
-// Desired is what the one writer wants the kernel and the network to hold:
-// the engine's type, which the Kubernetes controller's converts to
-// (k8s.Desired.Engine).
-type Desired = engine.Desired
 
 // effects applies Desired states in order, from one goroutine: the dataplane
 // first, then the announcers — a VIP is announced only once the kernel can
@@ -37,7 +32,7 @@ type effects struct {
 	refused func(map[string]string)
 
 	mu        sync.Mutex
-	applied   bool // the last Desired is fully in the kernel
+	applied   bool // the last lb.Desired is fully in the kernel
 	lastErr   error
 	lastApply time.Time
 	syncs     uint64
@@ -60,8 +55,8 @@ func (e *effects) status() (ready bool, lastErr error, syncs uint64) {
 
 // run consumes desired states until ctx ends. onFirst is called once, after
 // the first Desired is fully applied (readiness, sd_notify READY).
-func (e *effects) run(ctx context.Context, in <-chan Desired, onFirst func()) {
-	var cur *Desired
+func (e *effects) run(ctx context.Context, in <-chan lb.Desired, onFirst func()) {
+	var cur *lb.Desired
 	backoff := 100 * time.Millisecond
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
@@ -136,7 +131,7 @@ func releaseMemory(log *slog.Logger) {
 	log.Debug("returned free memory to the OS", "took", time.Since(t))
 }
 
-func (e *effects) apply(ctx context.Context, d Desired) error {
+func (e *effects) apply(ctx context.Context, d lb.Desired) error {
 	start := time.Now()
 	dpErr := e.m.withCPU("apply", func() error { return e.dp.Apply(ctx, d.Dataplane) })
 	vips := d.VIPs
@@ -208,7 +203,7 @@ func refusedByName(cfg proxy.Config, err error) map[string]string {
 }
 
 // withoutRefused is d's VIPs less those whose every service was refused.
-func withoutRefused(d Desired, err error) []announce.VIP {
+func withoutRefused(d lb.Desired, err error) []announce.VIP {
 	failed := proxy.FailedServices(err)
 	served := map[netip.Addr]bool{}
 	refused := map[netip.Addr]bool{}

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/edgelb/edgelb/announce"
+	"github.com/edgelb/edgelb/lb"
 	"github.com/edgelb/edgelb/proxy"
 	"github.com/edgelb/edgelb/proxy/fake"
 )
@@ -30,7 +31,7 @@ func TestEffectsRefusalIsPerService(t *testing.T) {
 	e := &effects{dp: dp, ann: []announce.Announcer{ann}, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		resync: time.Hour, alive: func(time.Time) {}, m: newEffectsMetrics(reg),
 		refused: func(m map[string]string) { reported <- m }}
-	var d Desired
+	var d lb.Desired
 	for i := range 10 {
 		vip := netip.AddrFrom4([4]byte{192, 0, 2, byte(10 + i)})
 		s := proxy.Service{Name: fmt.Sprintf("svc%d", i), VIP: vip, Port: 80, Protocol: proxy.TCP, Scheduler: proxy.RoundRobin,
@@ -43,7 +44,7 @@ func TestEffectsRefusalIsPerService(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	in := make(chan Desired, 1)
+	in := make(chan lb.Desired, 1)
 	ready := make(chan struct{})
 	go e.run(ctx, in, func() { close(ready) })
 	in <- d

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/edgelb/edgelb/announce"
+	"github.com/edgelb/edgelb/lb"
 	"github.com/edgelb/edgelb/proxy"
 )
 
@@ -80,11 +81,11 @@ func TestEffectsWithdrawWhileDataplaneFails(t *testing.T) {
 		resync: 20 * time.Millisecond, alive: func(time.Time) {}, m: newEffectsMetrics(reg)}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	in := make(chan Desired, 1)
+	in := make(chan lb.Desired, 1)
 	ready := make(chan struct{})
 	go e.run(ctx, in, func() { close(ready) })
 	vip := announce.VIP{Addr: netip.MustParseAddr("192.0.2.100")}
-	in <- Desired{Dataplane: proxy.Config{Services: []proxy.Service{{VIP: vip.Addr, Port: 80, Protocol: proxy.TCP}}}, VIPs: []announce.VIP{vip}}
+	in <- lb.Desired{Dataplane: proxy.Config{Services: []proxy.Service{{VIP: vip.Addr, Port: 80, Protocol: proxy.TCP}}}, VIPs: []announce.VIP{vip}}
 	eventually(t, "an empty announcement while the dataplane fails", func() bool { v, n := ann.last(); return n > 0 && len(v) == 0 })
 	select {
 	case <-ready:

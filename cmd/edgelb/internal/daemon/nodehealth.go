@@ -66,7 +66,7 @@ func (n *nodeHealth) setHealth(_ context.Context, _ string, backend netip.AddrPo
 
 // filter returns d with its health targets, and the backends that fail
 // their check at weight 0.
-func (n *nodeHealth) filter(d Desired) Desired {
+func (n *nodeHealth) filter(d lb.Desired) lb.Desired {
 	d.Health = nodeTargets(d.Dataplane, n.check)
 	n.mu.Lock()
 	n.checked = make(map[netip.AddrPort]bool, len(d.Health))
@@ -87,8 +87,8 @@ func (n *nodeHealth) filter(d Desired) Desired {
 
 // run passes the latest state from in to out (latest wins), filtered, and
 // filters the last state again on every health transition.
-func (n *nodeHealth) run(ctx context.Context, in <-chan Desired, out chan Desired) {
-	var cur Desired
+func (n *nodeHealth) run(ctx context.Context, in <-chan lb.Desired, out chan lb.Desired) {
+	var cur lb.Desired
 	have := false
 	for {
 		select {
@@ -145,7 +145,7 @@ func nodeTargets(cfg proxy.Config, check lb.HealthCheck) []health.Target {
 // checks may be what is wrong), or withdraw (weights 0, and its VIP is no
 // longer announced unless another service on that VIP still has a healthy
 // backend).
-func applyDown(d Desired, down map[netip.AddrPort]bool, policy config.AllDownPolicy) Desired {
+func applyDown(d lb.Desired, down map[netip.AddrPort]bool, policy config.AllDownPolicy) lb.Desired {
 	if len(down) == 0 {
 		return d
 	}

@@ -101,7 +101,7 @@ func TestNetnsNodeHealth(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	in, mid, out := make(chan Desired, 1), make(chan Desired, 1), make(chan Desired, 1)
+	in, mid, out := make(chan lb.Desired, 1), make(chan lb.Desired, 1), make(chan lb.Desired, 1)
 	ready := make(chan struct{})
 	go nh.run(ctx, in, mid)
 	go forwardDesired(ctx, mid, out, checker)
@@ -111,7 +111,7 @@ func TestNetnsNodeHealth(t *testing.T) {
 	for _, b := range l.Backends {
 		nodes = append(nodes, b.Addr)
 	}
-	in <- Desired{Dataplane: proxy.Config{Services: []proxy.Service{{Name: "default/web/http", VIP: demo.VIP, Port: 80,
+	in <- lb.Desired{Dataplane: proxy.Config{Services: []proxy.Service{{Name: "default/web/http", VIP: demo.VIP, Port: 80,
 		Protocol: proxy.TCP, Scheduler: proxy.RoundRobin, Method: proxy.NAT, Backends: backends(1, nodes...)}}}}
 	select {
 	case <-ready:

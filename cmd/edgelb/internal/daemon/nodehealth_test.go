@@ -36,8 +36,8 @@ func backends(weight uint32, aps ...netip.AddrPort) []proxy.Backend {
 // nodeDesired is what the controller gives in nodeport mode for one
 // Service "default/web" (port http) on vipA and its node port, both
 // served by the given nodes.
-func nodeDesired(nodes ...netip.AddrPort) Desired {
-	return Desired{
+func nodeDesired(nodes ...netip.AddrPort) lb.Desired {
+	return lb.Desired{
 		Dataplane: proxy.Config{Services: []proxy.Service{
 			{Name: "default/web/http", VIP: vipA, Port: 80, Protocol: proxy.TCP, Backends: backends(1, nodes...)},
 			{Name: "default/web/http/nodeport", NodePort: 30080, Protocol: proxy.TCP, Backends: backends(1, nodes...)},
@@ -69,7 +69,7 @@ func TestNodeTargets(t *testing.T) {
 }
 
 func TestApplyDown(t *testing.T) {
-	shared := func() Desired { // a second Service on vipA, on other nodes
+	shared := func() lb.Desired { // a second Service on vipA, on other nodes
 		d := nodeDesired(node1, node2)
 		d.Dataplane.Services = append(d.Dataplane.Services, proxy.Service{Name: "default/api", VIP: vipA, Port: 443,
 			Protocol: proxy.TCP, Backends: backends(1, node3)})
@@ -77,7 +77,7 @@ func TestApplyDown(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name    string
-		in      Desired
+		in      lb.Desired
 		down    []netip.AddrPort
 		policy  config.AllDownPolicy
 		weights map[netip.AddrPort]uint32 // of every service on the nodes node1/node2
@@ -186,12 +186,12 @@ func TestNodeHealthWithChecker(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	in, mid, out := make(chan Desired, 1), make(chan Desired, 1), make(chan Desired, 1)
+	in, mid, out := make(chan lb.Desired, 1), make(chan lb.Desired, 1), make(chan lb.Desired, 1)
 	go nh.run(ctx, in, mid)
 	go forwardDesired(ctx, mid, out, checker)
 
 	var mu sync.Mutex
-	var last Desired
+	var last lb.Desired
 	go func() {
 		for {
 			select {

@@ -24,7 +24,7 @@ import (
 // reload. Standalone: lb.Engine over bbolt. Kubernetes: the controller.
 type writer struct {
 	manager    lb.Manager
-	desired    <-chan Desired
+	desired    <-chan lb.Desired
 	run        func(ctx context.Context)
 	start      func(ctx context.Context) error
 	setHealth  func(ctx context.Context, service string, backend netip.AddrPort, healthy bool) error
@@ -119,13 +119,12 @@ func kubernetesWriter(cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus
 	if err != nil {
 		return nil, err
 	}
-	out := make(chan Desired, 1)
-	conv := k8s.Desired.Engine
+	// The controller publishes lb.Desired, the engine's type: the effects
+	// loop reads its stream directly (no conversion hand-off).
 	w := &writer{
 		manager: c.Manager(),
-		desired: out,
+		desired: c.Subscribe(),
 		run: func(ctx context.Context) {
-			go relay(ctx, c.Subscribe(), out, conv)
 			if err := c.Run(ctx); err != nil && ctx.Err() == nil {
 				log.Error("kubernetes controller stopped", "err", err)
 			}
@@ -142,31 +141,14 @@ func kubernetesWriter(cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus
 		// controller and the effects loop.
 		nh := newNodeHealth(*hc, cfg.Health.AllDown)
 		w.setHealth = nh.setHealth
+		out := make(chan lb.Desired, 1)
+		w.desired = out
 		w.run = func(ctx context.Context) {
-			mid := make(chan Desired, 1)
-			go relay(ctx, c.Subscribe(), mid, conv)
-			go nh.run(ctx, mid, out)
+			go nh.run(ctx, c.Subscribe(), out)
 			if err := c.Run(ctx); err != nil && ctx.Err() == nil {
 				log.Error("kubernetes controller stopped", "err", err)
 			}
 		}
 	}
 	return w, nil
-}
-
-// relay converts a latest-wins stream into another, dropping stale values.
-func relay[T any](ctx context.Context, in <-chan T, out chan Desired, conv func(T) Desired) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case v := <-in:
-			d := conv(v)
-			select {
-			case <-out:
-			default:
-			}
-			out <- d
-		}
-	}
 }
