@@ -297,10 +297,30 @@ function renderPools() {
       el('td', {}, el('meter', { min: 0, max: Math.max(p.size, 1), value: p.used, 'aria-label': 'usage of ' + s.name }),
         ' ' + p.used + ' / ' + p.size),
       el('td', {}, s.autoAssign ? 'yes' : 'no'), el('td', {}, s.avoidBuggyIPs ? 'yes' : 'no'),
+      el('td', {}, allocationText(s.serviceAllocation)),
       el('td', {}, edit, ' ', del));
   });
-  if (rows.length === 0) rows.push(el('tr', {}, el('td', { colspan: 6, class: 'empty' }, 'No pools.')));
+  if (rows.length === 0) rows.push(el('tr', {}, el('td', { colspan: 7, class: 'empty' }, 'No pools.')));
   $('#pool-table tbody').replaceChildren(...rows);
+}
+
+// allocationText renders a pool's serviceAllocation (MetalLB's): priority,
+// namespaces, and namespace/service selectors as label expressions.
+function allocationText(a) {
+  if (!a) return '—';
+  const sel = (s) => {
+    const parts = Object.entries(s.matchLabels || {}).map(([k, v]) => k + '=' + v);
+    for (const r of s.matchExpressions || []) {
+      parts.push(r.operator === 'Exists' ? r.key : r.operator === 'DoesNotExist' ? '!' + r.key
+        : r.key + ' ' + (r.operator === 'In' ? 'in' : 'notin') + ' (' + (r.values || []).join(',') + ')');
+    }
+    return '{' + parts.join(', ') + '}';
+  };
+  const out = ['priority ' + (a.priority || 'unset')];
+  if ((a.namespaces || []).length) out.push('namespaces ' + a.namespaces.join(', '));
+  if ((a.namespaceSelectors || []).length) out.push('namespace labels ' + a.namespaceSelectors.map(sel).join(' or '));
+  if ((a.serviceSelectors || []).length) out.push('service labels ' + a.serviceSelectors.map(sel).join(' or '));
+  return out.join('; ');
 }
 
 // samePort is the backend port when the service's only port names it.
@@ -387,12 +407,18 @@ function showError(err, status) {
 }
 
 function readForm() {
-  return {
+  const spec = {
     name: $('#pool-name').value.trim(),
     addresses: $('#pool-addresses').value.split(/[\n,]+/).map((s) => s.trim()).filter((s) => s),
     autoAssign: $('#pool-auto').checked,
     avoidBuggyIPs: $('#pool-buggy').checked,
   };
+  // The form does not edit these: an edit keeps what the pool has (a PUT
+  // replaces the whole pool).
+  const old = state.editing && state.pools.find((p) => p.spec.name === state.editing);
+  if (old && old.spec.advertisement) spec.advertisement = old.spec.advertisement;
+  if (old && old.spec.serviceAllocation) spec.serviceAllocation = old.spec.serviceAllocation;
+  return spec;
 }
 
 function resetForm() {
