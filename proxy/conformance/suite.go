@@ -120,6 +120,9 @@ func Run(t *testing.T, h Harness) {
 	if s.supports(proxy.SourceHash) {
 		t.Run("SourceHash", s.sourceHash)
 	}
+	if s.supports(proxy.MaglevHash) {
+		t.Run("MaglevHash", s.maglevHash)
+	}
 	t.Run("DrainWeightZero", func(t *testing.T) { s.drain(t, false) })
 	t.Run("DrainFlag", func(t *testing.T) { s.drain(t, true) })
 	if slices.Contains(h.Caps.Methods, proxy.NATNoSNAT) {

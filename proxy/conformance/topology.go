@@ -338,6 +338,42 @@ func (topo *Topology) Hold(ctx context.Context, dst netip.AddrPort, timeout time
 	return &HoldConn{Backend: strings.TrimSpace(name), c: c, r: r}, nil
 }
 
+// HoldFrom is Hold from a fixed source address and port (a flow's whole
+// 5-tuple fixed, for schedulers that hash it). Close it with Reset, so the
+// same tuple can be opened again at once.
+func (topo *Topology) HoldFrom(ctx context.Context, src, dst netip.AddrPort, timeout time.Duration) (*HoldConn, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var c net.Conn
+	err := topo.Client.Do(func() error {
+		var err error
+		c, err = (&net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(src)}).DialContext(ctx, "tcp", dst.String())
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.SetDeadline(time.Now().Add(timeout))
+	r := bufio.NewReader(c)
+	name, err := r.ReadString('\n')
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("greeting via %s from %s: %w", dst, src, err)
+	}
+	c.SetDeadline(time.Time{})
+	return &HoldConn{Backend: strings.TrimSpace(name), c: c, r: r}, nil
+}
+
+// Reset closes the held connection with a TCP reset (SO_LINGER 0): no
+// TIME_WAIT on the client, and the gateway's state for the tuple is closed,
+// so opening the same tuple again is a new connection for the dataplane.
+func (h *HoldConn) Reset() error {
+	if tc, ok := h.c.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
+	return h.c.Close()
+}
+
 // Echo sends a line on the held connection and waits for it to come back.
 func (h *HoldConn) Echo(line string, timeout time.Duration) error {
 	h.c.SetDeadline(time.Now().Add(timeout))

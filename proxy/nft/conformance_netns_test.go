@@ -15,7 +15,7 @@ import (
 
 // nftCaps is what the nftables dataplane declares to the conformance suite.
 var nftCaps = conformance.Caps{
-	Schedulers: []proxy.Scheduler{proxy.RoundRobin, proxy.WeightedRoundRobin, proxy.SourceHash, proxy.DestinationHash},
+	Schedulers: []proxy.Scheduler{proxy.RoundRobin, proxy.WeightedRoundRobin, proxy.SourceHash, proxy.DestinationHash, proxy.MaglevHash},
 	Methods:    []proxy.Method{proxy.NAT, proxy.NATNoSNAT},
 	IPv6:       true,
 	CTMark:     true,
