@@ -57,7 +57,11 @@ func newDataplane(cfg *config.Config, log *slog.Logger) (proxy.Dataplane, proxy.
 				log.Warn("conntrack accounting unavailable: flows will show no byte counts", "err", err)
 			}
 		}
-		dp, err := nft.New(nft.Options{Log: log.With("dataplane", "nftables")})
+		opts := nft.Options{Log: log.With("dataplane", "nftables")}
+		if l2 := cfg.Announce.L2; l2 != nil {
+			opts.SourceAddresses = l2.SourceAddresses
+		}
+		dp, err := nft.New(opts)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -82,7 +86,8 @@ func writeSysctl(key, val string) error {
 }
 
 // newAnnouncers builds the L2 and BGP announcers the config asks for.
-func newAnnouncers(cfg *config.Config, log *slog.Logger, reg prometheus.Registerer) ([]announce.Announcer, error) {
+// ho (nil: none) is told of L2 ownership changes (the state sync).
+func newAnnouncers(cfg *config.Config, log *slog.Logger, reg prometheus.Registerer, ho l2.Handover) ([]announce.Announcer, error) {
 	var out []announce.Announcer
 	closeAll := func() {
 		for _, a := range out {
@@ -90,7 +95,7 @@ func newAnnouncers(cfg *config.Config, log *slog.Logger, reg prometheus.Register
 		}
 	}
 	if c := cfg.Announce.L2; c != nil {
-		lc := l2.Config{Interface: c.Interface, Logger: log}
+		lc := l2.Config{Interface: c.Interface, Logger: log, SourceAddresses: c.SourceAddresses, SourceInterface: c.SourceInterface, Handover: ho}
 		if m := c.Members; m != nil {
 			name := m.Name
 			if name == "" {

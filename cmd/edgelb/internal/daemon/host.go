@@ -39,6 +39,7 @@ func HostFindings(cfg *config.Config, src hostcheck.Source) ([]hostcheck.Finding
 		}
 		out = append(out, nftSchedulerFindings(cfg)...)
 	}
+	out = append(out, stateSyncFindings(cfg, linkExists)...)
 	return out, nil
 }
 
