@@ -169,11 +169,12 @@ func Run(ctx context.Context, o Options) error {
 	runCtx, stopRun := context.WithCancel(context.Background())
 	defer stopRun()
 	fx.refused = refusedRelay(runCtx, w.setRefused, log.With("component", "effects"))
-	fx.onDesired = func(d lb.Desired) { checker.Set(d.Health) }
+	desired := make(chan lb.Desired, 1)
+	go forwardDesired(runCtx, w.desired, desired, checker)
 	fxDone := make(chan struct{})
 	go func() {
 		defer close(fxDone)
-		fx.run(runCtx, w.desired, func() {
+		fx.run(runCtx, desired, func() {
 			notify.Ready("serving")
 			up.mark("apply")
 			log.Info("dataplane converged; ready", append([]any{"dataplane", dp.Name()}, up.fields()...)...)
@@ -254,4 +255,22 @@ func reload(ctx context.Context, path string, old *config.Config, w *writer, log
 		return nil
 	}
 	return w.syncConfig(ctx, cfg.Pools, cfg.Services)
+}
+
+// forwardDesired turns the engine's desired states into effects' input and
+// keeps the health checker's targets in step with the services.
+func forwardDesired(ctx context.Context, in <-chan lb.Desired, out chan lb.Desired, checker *health.Checker) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case d := <-in:
+			checker.Set(d.Health)
+			select {
+			case <-out:
+			default:
+			}
+			out <- d
+		}
+	}
 }
