@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -529,7 +530,11 @@ func (c *Controller) moveNotAdmitted(t *term, key string, in intent, notes *[]st
 			continue
 		}
 		nip, err := t.alloc.Allocate(key, f, in.Req)
-		if err != nil {
+		switch {
+		case errors.Is(err, lb.ErrNotAdmitted): // the annotated pool itself excludes it: nowhere to go
+			*notes = append(*notes, fmt.Sprintf("keeps %s: %v", ip, why))
+			continue
+		case err != nil:
 			*notes = append(*notes, fmt.Sprintf("keeps %s until an admitting pool has a free address (%v): %v", ip, why, err))
 			continue
 		}
