@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/edgelb/edgelb/announce"
-	"github.com/edgelb/edgelb/announce/l2"
 	"github.com/edgelb/edgelb/lb"
 	"github.com/edgelb/edgelb/lb/config"
 	"github.com/edgelb/edgelb/proxy/health"
@@ -104,17 +103,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer closeFlows()
-	syncer, err := newStateSync(cfg, log, reg)
-	if err != nil {
-		dp.Close()
-		return err
-	}
-	var ho l2.Handover
-	if syncer != nil {
-		ho = syncer
-		defer syncer.Close() // after the announcers' release steps
-	}
-	anns, err := newAnnouncers(cfg, log, reg, ho)
+	anns, err := newAnnouncers(cfg, log, reg)
 	if err != nil {
 		dp.Close()
 		return err
@@ -142,9 +131,6 @@ func Run(ctx context.Context, o Options) error {
 			reporters = append(reporters, r)
 		}
 	}
-	if syncer != nil {
-		reporters = append(reporters, syncReporter{syncer})
-	}
 	api, err := webui.New(webui.Options{
 		Manager: w.manager, Flows: flows, Reporters: reporters, Gatherer: reg, Registerer: reg,
 		Health: healthAPI(checker),
@@ -169,12 +155,11 @@ func Run(ctx context.Context, o Options) error {
 	runCtx, stopRun := context.WithCancel(context.Background())
 	defer stopRun()
 	fx.refused = refusedRelay(runCtx, w.setRefused, log.With("component", "effects"))
-	desired := make(chan lb.Desired, 1)
-	go forwardDesired(runCtx, w.desired, desired, checker)
+	fx.onDesired = func(d lb.Desired) { checker.Set(d.Health) }
 	fxDone := make(chan struct{})
 	go func() {
 		defer close(fxDone)
-		fx.run(runCtx, desired, func() {
+		fx.run(runCtx, w.desired, func() {
 			notify.Ready("serving")
 			up.mark("apply")
 			log.Info("dataplane converged; ready", append([]any{"dataplane", dp.Name()}, up.fields()...)...)
@@ -255,22 +240,4 @@ func reload(ctx context.Context, path string, old *config.Config, w *writer, log
 		return nil
 	}
 	return w.syncConfig(ctx, cfg.Pools, cfg.Services)
-}
-
-// forwardDesired turns the engine's desired states into effects' input and
-// keeps the health checker's targets in step with the services.
-func forwardDesired(ctx context.Context, in <-chan lb.Desired, out chan lb.Desired, checker *health.Checker) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case d := <-in:
-			checker.Set(d.Health)
-			select {
-			case <-out:
-			default:
-			}
-			out <- d
-		}
-	}
 }

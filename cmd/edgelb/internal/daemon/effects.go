@@ -30,6 +30,10 @@ type effects struct {
 	// dataplane refused one by one (name → reason; empty: none), so the
 	// writer can show them failed (REST status, UI).
 	refused func(map[string]string)
+	// onDesired, when set, sees every new desired state as it arrives,
+	// before it is applied (the health checker's targets follow it here,
+	// in this goroutine, rather than in a relay goroutine of their own).
+	onDesired func(lb.Desired)
 
 	mu        sync.Mutex
 	applied   bool // the last lb.Desired is fully in the kernel
@@ -74,6 +78,9 @@ func (e *effects) run(ctx context.Context, in <-chan lb.Desired, onFirst func())
 				return
 			}
 			cur, dirty = &d, true
+			if e.onDesired != nil {
+				e.onDesired(d)
+			}
 		case <-retry.C:
 		case <-resync.C:
 			if cur != nil && !dirty && len(e.refusedServices()) > 0 {

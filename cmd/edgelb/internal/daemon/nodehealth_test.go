@@ -171,8 +171,8 @@ func (f *fakeNodes) dial(_ context.Context, _, addr string) (net.Conn, error) {
 }
 
 // TestNodeHealthWithChecker: the daemon's Kubernetes path with fakes — the
-// controller's states → nodeHealth → forwardDesired (Checker.Set) → the
-// effects' input. A node whose port refuses goes to weight 0 after fall
+// controller's states → nodeHealth → the effects' input, whose onDesired
+// hook sets the checker's targets (Checker.Set). A node whose port refuses goes to weight 0 after fall
 // failures, comes back after rise successes; with withdraw, the VIP is
 // withdrawn while every node is down.
 func TestNodeHealthWithChecker(t *testing.T) {
@@ -186,10 +186,12 @@ func TestNodeHealthWithChecker(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	in, mid, out := make(chan lb.Desired, 1), make(chan lb.Desired, 1), make(chan lb.Desired, 1)
-	go nh.run(ctx, in, mid)
-	go forwardDesired(ctx, mid, out, checker)
+	in, out := make(chan lb.Desired, 1), make(chan lb.Desired, 1)
+	go nh.run(ctx, in, out)
 
+	// The effects loop's side, reduced: onDesired, then the state is the
+	// one to apply.
+	onDesired := func(d lb.Desired) { checker.Set(d.Health) }
 	var mu sync.Mutex
 	var last lb.Desired
 	go func() {
@@ -198,6 +200,7 @@ func TestNodeHealthWithChecker(t *testing.T) {
 			case <-ctx.Done():
 				return
 			case d := <-out:
+				onDesired(d)
 				mu.Lock()
 				last = d
 				mu.Unlock()
