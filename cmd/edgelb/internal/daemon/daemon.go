@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/edgelb/edgelb/announce"
+	"github.com/edgelb/edgelb/announce/l2"
 	"github.com/edgelb/edgelb/lb"
 	"github.com/edgelb/edgelb/lb/config"
 	"github.com/edgelb/edgelb/proxy/health"
@@ -103,7 +104,17 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer closeFlows()
-	anns, err := newAnnouncers(cfg, log, reg)
+	syncer, err := newStateSync(cfg, log, reg)
+	if err != nil {
+		dp.Close()
+		return err
+	}
+	var ho l2.Handover
+	if syncer != nil {
+		ho = syncer
+		defer syncer.Close() // after the announcers' release steps
+	}
+	anns, err := newAnnouncers(cfg, log, reg, ho)
 	if err != nil {
 		dp.Close()
 		return err
@@ -130,6 +141,9 @@ func Run(ctx context.Context, o Options) error {
 		if r, ok := a.(announce.Reporter); ok {
 			reporters = append(reporters, r)
 		}
+	}
+	if syncer != nil {
+		reporters = append(reporters, syncReporter{syncer})
 	}
 	api, err := webui.New(webui.Options{
 		Manager: w.manager, Flows: flows, Reporters: reporters, Gatherer: reg, Registerer: reg,
