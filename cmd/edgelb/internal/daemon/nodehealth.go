@@ -22,7 +22,7 @@ import (
 // learns about it: health is this gateway's own view, not cluster state.
 //
 // The checks themselves run in the daemon's health.Checker: the filtered
-// Desired carries the targets (forwardDesired hands them to Checker.Set)
+// Desired carries the targets (the effects loop hands them to Checker.Set)
 // and the Checker's transitions come back through setHealth.
 type nodeHealth struct {
 	check   lb.HealthCheck

@@ -58,7 +58,7 @@ type attempt struct {
 }
 
 // TestNetnsNodeHealth: the Kubernetes nodeport path after the controller —
-// nodeHealth → forwardDesired (Checker.Set) → effects → the nftables
+// nodeHealth → effects (onDesired: Checker.Set) → the nftables
 // dataplane in a gateway namespace — with three "nodes" (the demo lab's
 // backends stand for node:nodePort). One node loses its link (a dead node:
 // no RST, the TCP check times out) under a client opening a connection every
@@ -97,14 +97,14 @@ func TestNetnsNodeHealth(t *testing.T) {
 		_ = nh.setHealth(context.Background(), ev.Target.Service, ev.Target.Backend, ev.Healthy)
 	}})
 	defer checker.Close()
-	fx := &effects{dp: dp, log: slog.New(slog.NewTextHandler(io.Discard, nil)), resync: time.Hour, alive: func(time.Time) {}}
+	fx := &effects{dp: dp, log: slog.New(slog.NewTextHandler(io.Discard, nil)), resync: time.Hour, alive: func(time.Time) {},
+		onDesired: func(d lb.Desired) { checker.Set(d.Health) }}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	in, mid, out := make(chan lb.Desired, 1), make(chan lb.Desired, 1), make(chan lb.Desired, 1)
+	in, out := make(chan lb.Desired, 1), make(chan lb.Desired, 1)
 	ready := make(chan struct{})
-	go nh.run(ctx, in, mid)
-	go forwardDesired(ctx, mid, out, checker)
+	go nh.run(ctx, in, out)
 	go fx.run(ctx, out, func() { close(ready) })
 
 	var nodes []netip.AddrPort
