@@ -9,7 +9,7 @@ GOTEST    := $(GO) test -count=1
 VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X github.com/edgelb/edgelb/cmd/edgelb/internal/version.Version=$(VERSION)
 
-.PHONY: all build test test-inventory test-unit test-netns test-ipvs test-k8s test-bgp test-failover test-ui \
+.PHONY: all build test test-inventory test-unit test-netns test-ipvs test-k8s test-bgp test-failover test-ui test-fleet \
         test-monitoring test-package deb image test-image reports-clean soak bench demo lint fuzz deps install clean
 
 all: build
@@ -20,7 +20,7 @@ build:
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
-	$(GO) vet -tags 'netns ipvsguest k8s bgp failover ui' $(PKGS)
+	$(GO) vet -tags 'netns ipvsguest k8s bgp failover ui fleet' $(PKGS)
 
 # Every test target pipes `go test -json` through testcheck: concise output,
 # the MEASURED lines, and a failure for a failed test or for a skip that is not
@@ -70,6 +70,13 @@ test-failover: $(TESTCHECK)
 	lab/deps.sh failover
 	set -o pipefail; $(GOTEST) -json -p 1 -tags failover -run '^TestFailover' -timeout 20m $(PKGS) 2>&1 | $(REPORT) -v
 
+# A fleet (issue 17): a 3-member etcd 3.6 cluster (built once into $(EDGELB_CACHE))
+# and 3 gateways, each in its own namespace, sharing one state; MEASURED fleet line.
+test-fleet: $(TESTCHECK)
+	lab/deps.sh netns
+	lab/tools/build.sh etcd
+	set -o pipefail; $(GOTEST) -json -p 1 -tags fleet -run '^TestFleet' -timeout 30m $(PKGS) 2>&1 | $(REPORT) -v
+
 # Debian chromium, headless, against the embedded page.
 test-ui: build $(TESTCHECK)
 	lab/deps.sh ui netns
@@ -108,13 +115,13 @@ reports-clean:
 	rm -rf $(REPORTS)
 
 # The closing line sums every target's results.
-test: lint test-inventory reports-clean test-unit test-netns test-ipvs test-k8s test-bgp test-failover test-ui test-monitoring test-package test-image
+test: lint test-inventory reports-clean test-unit test-netns test-ipvs test-k8s test-bgp test-failover test-ui test-fleet test-monitoring test-package test-image
 	$(TESTCHECK) total $(REPORTS)
 
 # Runs the root targets N times in a row (logs in bin/soak/logs) and prints a
 # pass/fail table per test; a test that failed in any run is listed.
 N           ?= 5
-SOAK_TARGETS ?= test-netns test-ipvs test-k8s test-bgp test-failover test-ui
+SOAK_TARGETS ?= test-netns test-ipvs test-k8s test-bgp test-failover test-ui test-fleet
 soak: build $(TESTCHECK)
 	rm -rf bin/soak && mkdir -p bin/soak/logs
 	for i in $$(seq 1 $(N)); do for t in $(SOAK_TARGETS); do \

@@ -50,6 +50,11 @@ type Options struct {
 	TLS *tls.Config
 	// Ready reports readiness for /readyz (nil: always ready).
 	Ready func(context.Context) error
+	// StoreHealth and StoreRevision describe a store shared by a fleet
+	// (etcd; nil otherwise): answers carry the revision applied and, while
+	// StoreHealth is not nil, a header saying they may be stale (fleet.go).
+	StoreHealth   func() error
+	StoreRevision func() int64
 	// BodyLimit caps request bodies in bytes (default 64 KiB).
 	BodyLimit int64
 	// RateLimit is requests per second per peer address, with RateBurst
@@ -200,7 +205,7 @@ func (s *Server) routes() *echo.Echo {
 	e.HTTPErrorHandler = s.errorHandler
 	// Never derive the client address from headers (X-Forwarded-For...).
 	e.IPExtractor = echo.ExtractIPDirect()
-	e.Use(middleware.Recover(), securityHeaders)
+	e.Use(middleware.Recover(), securityHeaders, s.fleetHeaders)
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)

@@ -252,8 +252,11 @@ type Kubernetes struct {
 
 // State is where standalone mode persists pools, services and assignments.
 type State struct {
-	// Dir holds the bbolt file.
+	// Dir holds the bbolt file (type bbolt).
 	Dir string
+	// Type: StateBolt (default) or StateEtcd (a fleet sharing Etcd).
+	Type StateType
+	Etcd *Etcd // type etcd only
 }
 
 // AllDownPolicy is what a service does when every backend fails its checks.

@@ -20,6 +20,7 @@ func FuzzParse(f *testing.F) {
 		"announce: {bgp: {localASN: 65001, peers: [{address: 192.0.2.1, asn: 65000, passwordFile: /t}]}}\n",
 		"api: {listen: \":8080\", tokenFile: /t}\n",
 		"dataplane: {mode: nftables, nodePortRange: 30000-40000}\n",
+		"state: {type: etcd, endpoints: [\"https://10.0.0.1:2379\"], prefix: /edgelb, tls: {ca: ca.pem, cert: c.pem, key: k.pem}}\n",
 		pool + "services: [{name: a, method: dr, ports: [{port: 80, targetPort: 81}]}]\n",
 		"announce: {l2: {interface: eth0, sourceAddresses: [198.51.100.9]}}\nstateSync: {conntrackd: {interface: eth1, peer: 10.0.0.2}}\n",
 	} {

@@ -138,10 +138,7 @@ func convert(r *rawConfig, e env, c *collector) *Config {
 	cfg.Announce = convertAnnounce(&r.Announce, e, c)
 	cfg.API = convertAPI(&r.API, e, c)
 	cfg.Kubernetes = convertKubernetes(&r.Kubernetes, e, cfg.Dataplane.SNAT, c)
-	cfg.State = State{Dir: DefaultStateDir}
-	if r.State.Dir != "" {
-		cfg.State.Dir = e.path(r.State.Dir)
-	}
+	cfg.State = convertState(&r.State, e, c)
 	cfg.Health = Health{AllDown: AllDownKeep, MaxInFlight: DefaultHealthInFlight}
 	if r.Health.AllDown != "" {
 		cfg.Health.AllDown = AllDownPolicy(r.Health.AllDown)

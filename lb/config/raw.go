@@ -195,7 +195,11 @@ type rawNodeHealthCheck struct {
 }
 
 type rawState struct {
-	Dir string `json:"dir"`
+	Dir       string     `json:"dir"`
+	Type      string     `json:"type"`
+	Endpoints []string   `json:"endpoints"`
+	TLS       rawEtcdTLS `json:"tls"`
+	Prefix    string     `json:"prefix"`
 }
 
 type rawHealth struct {

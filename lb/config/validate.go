@@ -31,9 +31,7 @@ func (c *Config) validate(col *collector) {
 	c.validateAPI(col)
 	c.validateKubernetes(col)
 	c.validateStateSync(col)
-	if c.State.Dir == "" {
-		col.add("state.dir", "", "required")
-	}
+	c.validateState(col)
 	switch c.Health.AllDown {
 	case AllDownKeep, AllDownWithdraw:
 	default:

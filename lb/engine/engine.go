@@ -148,12 +148,23 @@ func (e *Engine) Run(ctx context.Context) error {
 		return errors.New("engine: Run called twice")
 	}
 	defer close(e.stopped)
+	var changed <-chan struct{} // nil (never ready) unless the store is shared
+	if sh, ok := e.st.(store.Shared); ok {
+		changed = sh.Changed()
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case o := <-e.ops:
-			o.done <- o.f()
+			o.done <- e.retry(o.f)
+		case <-changed:
+			// Another gateway committed (or the watch restarted): take the
+			// store's state as the engine's, on this goroutine like any
+			// other change (fleet.go).
+			if err := e.retry(e.resync); err != nil {
+				e.log.Warn("shared store: resync failed; keeping the state last read", "err", err)
+			}
 		}
 	}
 }
@@ -219,22 +230,44 @@ func (e *Engine) restore() error {
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
+	restored, err := e.rebuild(st)
+	if err != nil {
+		return err
+	}
+	e.met.restored.Add(float64(restored))
+	if err := e.reconcileStored(st); err != nil {
+		if errors.Is(err, store.ErrStale) {
+			// Shared store: another gateway committed meanwhile; Run's
+			// first resync takes it in.
+			e.refresh()
+			return nil
+		}
+		return fmt.Errorf("engine: restore: %w", err)
+	}
+	e.log.Info("state restored", "pools", len(e.pools), "services", len(e.svcs), "assignments", restored)
+	return nil
+}
+
+// rebuild replaces the engine's allocator, pools and services by st's,
+// restoring every stored assignment as it is. On error nothing changed.
+func (e *Engine) rebuild(st store.State) (int, error) {
+	alloc := lb.NewAllocator()
+	svcs := make(map[string]*service, len(st.Services))
 	pools := make([]lb.Pool, 0, len(st.Pools))
 	for _, n := range store.Names(st.Pools) {
 		pools = append(pools, st.Pools[n].Pool)
 	}
-	if err := e.alloc.SetPools(pools); err != nil {
-		return fmt.Errorf("engine: stored pools: %w", err)
+	if err := alloc.SetPools(pools); err != nil {
+		return 0, fmt.Errorf("engine: stored pools: %w", err)
 	}
-	e.pools = st.Pools
 	restored := 0
 	for _, name := range store.Names(st.Services) {
 		s := st.Services[name]
 		lb.NormalizeService(&s.Spec)
-		e.svcs[name] = &service{Service: s}
+		svcs[name] = &service{Service: s}
 		req := s.Spec.Request()
 		for _, ip := range st.Assignments[name] {
-			if err := e.alloc.Assign(name, ip, req); err != nil {
+			if err := alloc.Assign(name, ip, req); err != nil {
 				if errors.Is(err, lb.ErrConflict) {
 					// Two stored services on one address without
 					// sharing: edgelb never commits that, so the store
@@ -244,7 +277,7 @@ func (e *Engine) restore() error {
 					if p, ok := e.st.(interface{ Path() string }); ok {
 						where = "store " + p.Path()
 					}
-					return fmt.Errorf("engine: %s: stored assignment of service %q to %s: %v: %w. %s",
+					return 0, fmt.Errorf("engine: %s: stored assignment of service %q to %s: %v: %w. %s",
 						where, name, ip, err, store.ErrConflict, store.WayOut)
 				}
 				// Not a conflict: the address left its pool (the config
@@ -256,9 +289,22 @@ func (e *Engine) restore() error {
 			restored++
 		}
 	}
-	e.met.restored.Add(float64(restored))
-	// Now allocate what is missing, drop what is no longer wanted and
-	// clean assignments of services that are gone; one store commit.
+	// Swap in. Every rendering is dropped: any service may have changed.
+	for n := range e.svcs {
+		if _, ok := svcs[n]; !ok {
+			delete(e.unhealthy, n)
+			delete(e.refused, n)
+		}
+	}
+	e.alloc, e.pools, e.svcs = alloc, st.Pools, svcs
+	e.rendered, e.order = nil, nil
+	return restored, nil
+}
+
+// reconcileStored allocates what is missing, drops what is no longer
+// wanted and cleans assignments of services that are gone; one store
+// commit (none when the stored state is already complete).
+func (e *Engine) reconcileStored(st store.State) error {
 	t := e.begin()
 	t.before = func(name string) []netip.Addr { return st.Assignments[name] }
 	t.reconcileAll = true
@@ -267,9 +313,5 @@ func (e *Engine) restore() error {
 			t.touched[name] = true
 		}
 	}
-	if err := t.commit(); err != nil {
-		return fmt.Errorf("engine: restore: %w", err)
-	}
-	e.log.Info("state restored", "pools", len(e.pools), "services", len(e.svcs), "assignments", restored)
-	return nil
+	return t.commit()
 }

@@ -147,8 +147,8 @@ func Run(ctx context.Context, o Options) error {
 	}
 	api, err := webui.New(webui.Options{
 		Manager: w.manager, Flows: flows, Reporters: reporters, Gatherer: reg, Registerer: reg,
-		Health: healthAPI(checker),
-		Token:  string(cfg.API.Token), Listen: cfg.API.Listen.String(), TLS: tlsConfig(cfg.API.TLS),
+		Health: healthAPI(checker), StoreHealth: w.storeHealth, StoreRevision: w.storeRevision,
+		Token: string(cfg.API.Token), Listen: cfg.API.Listen.String(), TLS: tlsConfig(cfg.API.TLS),
 		FlowWatchIdle: flowWatchIdle(cfg.API.LiveFlows),
 		Ready: func(context.Context) error {
 			if ok, err, _ := fx.status(); !ok {

@@ -33,9 +33,13 @@ type writer struct {
 	// their status (nil: the mode has no place for it yet).
 	setRefused func(ctx context.Context, refused map[string]string) error
 	close      func()
+	// storeHealth and storeRevision: a fleet's shared store (nil otherwise).
+	storeHealth   func() error
+	storeRevision func() int64
 }
 
-func standaloneWriter(cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus.Registerer, log *slog.Logger) (*writer, error) {
+// openBolt opens this gateway's own state file (state.type bbolt).
+func openBolt(cfg *config.Config, log *slog.Logger) (store.Store, error) {
 	if err := os.MkdirAll(cfg.State.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
@@ -49,6 +53,14 @@ func standaloneWriter(cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus
 	}
 	if st.Migrated > 0 {
 		log.Warn("state file written before records had checksums: framed every record with one", "path", path, "records", st.Migrated)
+	}
+	return st, nil
+}
+
+func standaloneWriter(cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus.Registerer, log *slog.Logger) (*writer, error) {
+	st, err := openStore(cfg, log)
+	if err != nil {
+		return nil, err
 	}
 	eng, err := engine.NewEngine(st, engine.Options{
 		NodeAddrs:     nodeAddrs,
@@ -75,6 +87,9 @@ func standaloneWriter(cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus
 		syncConfig: eng.SyncConfig,
 		setRefused: eng.SetRefused,
 		close:      func() { st.Close() },
+	}
+	if sh, ok := st.(store.Shared); ok {
+		w.storeHealth, w.storeRevision = sh.Health, sh.Revision
 	}
 	w.start = func(ctx context.Context) error {
 		if err := eng.SyncConfig(ctx, cfg.Pools, cfg.Services); err != nil {

@@ -1,0 +1,421 @@
+package store
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// Typed errors of a store shared by a fleet of gateways (etcd).
+var (
+	// ErrStale: another gateway committed since this one last loaded the
+	// store; the change was not written. The engine reloads and retries.
+	ErrStale = errors.New("the shared store changed since this gateway read it")
+	// ErrUnavailable: the shared store cannot be reached, or the members
+	// this gateway reaches have no quorum. Nothing was written (or, when a
+	// request timed out, its outcome is unknown: the watch brings it in).
+	ErrUnavailable = errors.New("the shared store (etcd) is unavailable")
+)
+
+// Shared is a Store other gateways write too. Every Commit is guarded by
+// the revision of the state the caller last loaded (ErrStale when another
+// gateway committed since), and Changed signals that the store moved.
+type Shared interface {
+	Store
+	// Changed receives a value when the store may have moved past the
+	// state last loaded (a commit elsewhere, a watch that had to be
+	// restarted, quorum regained); Behind says whether a Load is due.
+	Changed() <-chan struct{}
+	Behind() bool
+	// Health is nil while the store answers with quorum, else why not
+	// (wrapping ErrUnavailable); reads meanwhile may be stale.
+	Health() error
+	// Revision is the store revision the caller's state was loaded or
+	// committed at.
+	Revision() int64
+}
+
+// Keys under the prefix: pools/NAME, services/NAME, assignments/NAME with
+// the same framed records as the bbolt file (integrity.go), meta/schema,
+// and meta/commit, which every Commit rewrites: its mod revision is the
+// fleet-wide version of the state. Guarding each record alone would not be
+// enough: two gateways giving one free address to two different services
+// write two different keys; guarding the one key every commit writes makes
+// each commit start from the state the previous one left.
+const (
+	etcdKeyCommit = "meta/commit"
+	etcdKeySchema = "meta/schema"
+)
+
+// EtcdOptions configure OpenEtcd.
+type EtcdOptions struct {
+	Endpoints []string
+	TLS       *tls.Config // nil: plain http
+	Prefix    string      // e.g. "/edgelb"; no trailing slash
+	// Gateway names this gateway in meta/commit (who wrote last).
+	Gateway string
+	// Timeout bounds each request; zero means 2 s.
+	Timeout time.Duration
+	// ProbeInterval is how often quorum is checked; zero means 1 s.
+	ProbeInterval time.Duration
+	Logger        *slog.Logger
+}
+
+// Etcd is the Store on an etcd cluster shared by a fleet of gateways.
+type Etcd struct {
+	cli     *clientv3.Client
+	prefix  string // with a trailing "/"
+	o       EtcdOptions
+	log     *slog.Logger
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	changed chan struct{}
+
+	mu   sync.Mutex // serialises Load and Commit (seen)
+	seen int64      // meta/commit's mod revision in the caller's state
+
+	latest  atomic.Int64 // newest meta/commit mod revision the watch saw
+	force   atomic.Bool  // a full Load is due whatever the revisions say
+	applied atomic.Int64 // store revision of the last Load or Commit
+	health  atomic.Pointer[error]
+}
+
+var _ Shared = (*Etcd)(nil)
+
+// OpenEtcd connects, checks (or writes) the schema and starts the watch
+// and the quorum probe. It fails only on a schema from a newer edgelb or a
+// malformed option: an unreachable cluster is a state the gateway runs in
+// (forwarding what it had, writes refused) until it comes back.
+func OpenEtcd(o EtcdOptions) (*Etcd, error) {
+	if len(o.Endpoints) == 0 {
+		return nil, errors.New("etcd store: no endpoints")
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 2 * time.Second
+	}
+	if o.ProbeInterval == 0 {
+		o.ProbeInterval = time.Second
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints: o.Endpoints, TLS: o.TLS, DialTimeout: o.Timeout,
+		DialKeepAliveTime: 2 * time.Second, DialKeepAliveTimeout: o.Timeout,
+		Logger: zap.NewNop(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("etcd store: %w", err)
+	}
+	s := &Etcd{cli: cli, prefix: strings.TrimSuffix(o.Prefix, "/") + "/", o: o, log: log, changed: make(chan struct{}, 1)}
+	down := fmt.Errorf("%w: not checked yet", ErrUnavailable)
+	s.health.Store(&down)
+	s.force.Store(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	switch err := s.checkSchema(ctx); {
+	case err == nil:
+		s.health.Store(nil)
+	case !errors.Is(err, ErrUnavailable):
+		cancel()
+		cli.Close()
+		return nil, err
+	}
+	s.wg.Add(2)
+	go s.watch(ctx)
+	go s.probe(ctx)
+	return s, nil
+}
+
+func (s *Etcd) where() string {
+	return "etcd " + strings.Join(s.o.Endpoints, ",") + " prefix " + s.prefix
+}
+
+// checkSchema writes meta/schema on an empty prefix, or refuses a newer one.
+func (s *Etcd) checkSchema(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
+	defer cancel()
+	k := s.prefix + etcdKeySchema
+	resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
+		Then(clientv3.OpPut(k, schema)).Else(clientv3.OpGet(k)).Commit()
+	if err != nil {
+		return s.unavailable(err)
+	}
+	if !resp.Succeeded {
+		kvs := resp.Responses[0].GetResponseRange().Kvs
+		if len(kvs) == 1 && string(kvs[0].Value) != schema {
+			return &DamageError{Path: s.where(), Detail: fmt.Sprintf("schema version %q, this edgelb reads %q", kvs[0].Value, schema), Kind: ErrVersion}
+		}
+	}
+	return nil
+}
+
+func (s *Etcd) unavailable(err error) error {
+	return fmt.Errorf("%w (%s): %v", ErrUnavailable, strings.Join(s.o.Endpoints, ","), err)
+}
+
+// Load reads every record at one revision (a linearizable read: it needs
+// quorum) and makes it the base of the next Commit.
+func (s *Etcd) Load() (State, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), s.o.Timeout)
+	defer cancel()
+	// Clear force first: a watch restart after this read forces another.
+	force := s.force.Swap(false)
+	resp, err := s.cli.Get(ctx, s.prefix, clientv3.WithPrefix())
+	if err != nil {
+		if force {
+			s.force.Store(true)
+		}
+		return State{}, s.unavailable(err)
+	}
+	st := NewState()
+	var seen int64
+	for _, kv := range resp.Kvs {
+		rel := strings.TrimPrefix(string(kv.Key), s.prefix)
+		kind, name, _ := strings.Cut(rel, "/")
+		if kind == "meta" {
+			if rel == etcdKeyCommit {
+				seen = kv.ModRevision
+			}
+			continue
+		}
+		var derr error
+		var body []byte
+		if body, derr = unframe(name, kv.Value); derr == nil {
+			switch kind {
+			case "pools":
+				st.Pools[name], derr = decodePool(name, body)
+			case "services":
+				st.Services[name], derr = decodeService(name, body)
+			case "assignments":
+				st.Assignments[name], derr = decodeAssignment(body)
+			default:
+				derr = errors.New("unknown kind of record")
+			}
+		}
+		if derr != nil {
+			return State{}, &DamageError{Path: s.where(), Where: fmt.Sprintf("%s/%q", kind, name), Detail: derr.Error(), Kind: ErrDamaged}
+		}
+	}
+	s.seen = seen
+	s.applied.Store(resp.Header.Revision)
+	return st, nil
+}
+
+// Commit writes c in one transaction that succeeds only if meta/commit is
+// still at the revision last loaded or committed: else ErrStale, nothing
+// written.
+func (s *Etcd) Commit(c Change) error {
+	if err := c.check(); err != nil {
+		return fmt.Errorf("commit to store: %w", err)
+	}
+	if err := s.Health(); err != nil {
+		return err // fail at once, not after a timeout, while quorum is known lost
+	}
+	// One op per key (etcd refuses a key twice in a transaction): deletes
+	// first, puts override, as Change says.
+	ops := map[string]clientv3.Op{}
+	del := func(kind, n string) { ops[kind+"/"+n] = clientv3.OpDelete(s.prefix + kind + "/" + n) }
+	put := func(kind, n string, body []byte) {
+		ops[kind+"/"+n] = clientv3.OpPut(s.prefix+kind+"/"+n, string(frame(n, body)))
+	}
+	for _, n := range c.DeletePools {
+		del("pools", n)
+	}
+	for _, n := range c.DeleteServices {
+		del("services", n)
+	}
+	for _, n := range c.DeleteAssignments {
+		del("assignments", n)
+	}
+	for _, p := range c.PutPools {
+		v, err := encodePool(p)
+		if err != nil {
+			return fmt.Errorf("pool %q: %w", p.Name, err)
+		}
+		put("pools", p.Name, v)
+	}
+	for _, sv := range c.PutServices {
+		v, err := encodeService(sv)
+		if err != nil {
+			return fmt.Errorf("service %q: %w", sv.Spec.Name, err)
+		}
+		put("services", sv.Spec.Name, v)
+	}
+	for n, ips := range c.PutAssignments {
+		if len(ips) == 0 {
+			del("assignments", n)
+			continue
+		}
+		v, err := encodeAssignment(ips)
+		if err != nil {
+			return fmt.Errorf("assignment %q: %w", n, err)
+		}
+		put("assignments", n, v)
+	}
+	list := make([]clientv3.Op, 0, len(ops)+1)
+	for _, k := range Names(ops) {
+		list = append(list, ops[k])
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	list = append(list, clientv3.OpPut(s.prefix+etcdKeyCommit, s.o.Gateway))
+	ctx, cancel := context.WithTimeout(context.Background(), s.o.Timeout)
+	defer cancel()
+	resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(s.prefix+etcdKeyCommit), "=", s.seen)).
+		Then(list...).Commit()
+	if err != nil {
+		// Outcome unknown: if it was applied, the watch reports a commit
+		// past seen and the engine reloads it.
+		s.force.Store(true)
+		s.notify()
+		return fmt.Errorf("commit to store: %w", s.unavailable(err))
+	}
+	if !resp.Succeeded {
+		s.force.Store(true)
+		s.notify()
+		return fmt.Errorf("commit to store: %w", ErrStale)
+	}
+	s.seen = resp.Header.Revision
+	s.applied.Store(resp.Header.Revision)
+	return nil
+}
+
+// Changed signals that a Load may be due (see Behind).
+func (s *Etcd) Changed() <-chan struct{} { return s.changed }
+
+// Behind reports whether the store moved past the state last loaded or
+// committed (or a full relist is due: watch compacted or restarted).
+func (s *Etcd) Behind() bool {
+	s.mu.Lock()
+	seen := s.seen
+	s.mu.Unlock()
+	return s.force.Load() || s.latest.Load() > seen
+}
+
+// Health is nil while the last quorum probe or watch answer succeeded.
+func (s *Etcd) Health() error {
+	if p := s.health.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Revision is the store revision of the last Load or Commit.
+func (s *Etcd) Revision() int64 { return s.applied.Load() }
+
+func (s *Etcd) notify() {
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Etcd) setHealth(err error) {
+	was := s.Health()
+	if err == nil {
+		s.health.Store(nil)
+		if was != nil {
+			// Back: whatever happened meanwhile is read whole.
+			s.log.Info("etcd store reachable with quorum: resyncing")
+			s.force.Store(true)
+			s.notify()
+		}
+		return
+	}
+	err = s.unavailable(err)
+	s.health.Store(&err)
+	if was == nil {
+		s.log.Warn("etcd store unavailable: forwarding what is programmed, refusing writes", "err", err)
+	}
+}
+
+// probe checks quorum every ProbeInterval with a linearizable read.
+func (s *Etcd) probe(ctx context.Context) {
+	defer s.wg.Done()
+	t := time.NewTicker(s.o.ProbeInterval)
+	defer t.Stop()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
+		_, err := s.cli.Get(pctx, s.prefix+etcdKeySchema)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		s.setHealth(err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// watch follows the prefix and signals every commit past the state
+// loaded. A watch that ends (no leader, member lost, compaction) is
+// restarted where it stopped, and a full relist is forced.
+func (s *Etcd) watch(ctx context.Context) {
+	defer s.wg.Done()
+	var from int64 // 0: from now (the first Load comes after)
+	for ctx.Err() == nil {
+		if from == 0 && s.applied.Load() > 0 {
+			from = s.applied.Load() + 1
+		}
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		opts := []clientv3.OpOption{clientv3.WithPrefix()}
+		if from > 0 {
+			opts = append(opts, clientv3.WithRev(from))
+		}
+		for resp := range s.cli.Watch(wctx, s.prefix, opts...) {
+			if resp.CompactRevision != 0 {
+				// Events were compacted away: read everything again.
+				s.log.Info("etcd watch compacted: full relist", "revision", resp.CompactRevision)
+				from = resp.CompactRevision
+				break
+			}
+			if err := resp.Err(); err != nil {
+				s.log.Debug("etcd watch ended", "err", err)
+				break
+			}
+			for _, ev := range resp.Events {
+				if string(ev.Kv.Key) == s.prefix+etcdKeyCommit && ev.Kv.ModRevision > s.latest.Load() {
+					s.latest.Store(ev.Kv.ModRevision)
+				}
+				from = ev.Kv.ModRevision + 1
+			}
+			if len(resp.Events) > 0 {
+				s.notify()
+			}
+		}
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		s.force.Store(true)
+		s.notify()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// Close stops the watch and the probe and closes the client.
+func (s *Etcd) Close() error {
+	s.cancel()
+	s.wg.Wait()
+	return s.cli.Close()
+}
