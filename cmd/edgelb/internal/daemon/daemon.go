@@ -20,6 +20,7 @@ import (
 	"github.com/edgelb/edgelb/announce/l2"
 	"github.com/edgelb/edgelb/lb"
 	"github.com/edgelb/edgelb/lb/config"
+	"github.com/edgelb/edgelb/proxy"
 	"github.com/edgelb/edgelb/proxy/health"
 	"github.com/edgelb/edgelb/proxy/hostcheck"
 	"github.com/edgelb/edgelb/webui"
@@ -29,6 +30,12 @@ import (
 type Options struct {
 	ConfigPath string
 	Logger     *slog.Logger
+	// Dataplane and Announcers, when set, are used instead of the kernel's
+	// ones the config names (its dataplane and announce sections are then
+	// ignored): a root-free test runs config → engine → effects → proxy/fake
+	// (inject.go). Run closes them as its own.
+	Dataplane  proxy.Dataplane
+	Announcers []announce.Announcer
 }
 
 // Run runs the daemon until ctx ends (SIGTERM/SIGINT) and shuts down the
@@ -99,7 +106,7 @@ func Run(ctx context.Context, o Options) error {
 	// copy alone is megabytes.
 	cfg.Pools, cfg.Services = nil, nil
 
-	dp, flows, closeFlows, err := newDataplane(cfg, log)
+	dp, flows, closeFlows, err := o.dataplane(cfg, log)
 	if err != nil {
 		return err
 	}
@@ -114,7 +121,7 @@ func Run(ctx context.Context, o Options) error {
 		ho = syncer
 		defer syncer.Close() // after the announcers' release steps
 	}
-	anns, err := newAnnouncers(cfg, log, reg, ho)
+	anns, err := o.announcers(cfg, log, reg, ho)
 	if err != nil {
 		dp.Close()
 		return err
