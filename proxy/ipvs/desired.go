@@ -164,6 +164,16 @@ func (d *desired) add(cfg proxy.Config, s *proxy.Service) error {
 		}
 		sort.Slice(dests, func(i, j int) bool { return dests[i].Addr.Compare(dests[j].Addr) < 0 })
 		var flags, timeout uint32
+		if sched == proxy.MaglevHash {
+			// mh-fallback: IPVS's mh table keeps a backend at weight 0 in
+			// its slots (it builds from the last non-zero weight), and
+			// without the flag a new flow hashed there finds "no
+			// destination" and is refused — for the whole drain of a
+			// removed backend. With it the flow goes to another backend, as
+			// on nftables (conformance MaglevHash: a flow of the removed
+			// backend was refused before).
+			flags |= flagSched1
+		}
 		if s.Affinity > 0 {
 			flags |= flagPersistent
 			timeout = uint32((s.Affinity + time.Second - 1) / time.Second)
