@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/edgelb/edgelb/lb"
 	"github.com/edgelb/edgelb/lb/store"
@@ -400,13 +401,25 @@ func (e *Engine) SetBackendHealth(ctx context.Context, service string, backend n
 // (name → reason; empty: none), so their status says "failed" while every
 // other service is programmed. It is status only: nothing is stored and no
 // new desired state is published (the same state would be refused again);
-// the version moves so pollers (the web UI) see the change.
+// the version moves so pollers (the web UI) see the change. The names are
+// the proxy.Service names the renderer gives ("web/http",
+// "web/http/nodeport"): each is shown on its service ("web", the part
+// before the first "/", which a service name cannot contain), reasons
+// joined in name order.
 func (e *Engine) SetRefused(ctx context.Context, refused map[string]string) error {
+	byService := map[string]string{}
+	for _, n := range slices.Sorted(maps.Keys(refused)) {
+		owner, _, _ := strings.Cut(n, "/")
+		if byService[owner] != "" {
+			byService[owner] += "; "
+		}
+		byService[owner] += refused[n]
+	}
 	return e.do(ctx, func() error {
-		if maps.Equal(e.refused, refused) {
+		if maps.Equal(e.refused, byService) {
 			return nil
 		}
-		e.refused = maps.Clone(refused)
+		e.refused = byService
 		e.version.Add(1)
 		return nil
 	})
