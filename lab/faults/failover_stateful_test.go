@@ -1,0 +1,515 @@
+//go:build failover
+
+package faults
+
+// TestFailoverStateful: do open connections survive their gateway's death?
+// N real `edgelb run` daemons (nftables, ARP/NDP, memberlist) in gateway
+// namespaces between a client segment, a backend segment and a sync link;
+// 100 long-lived TCP connections stream data from 4 backends through the
+// VIP to the client. The VIP's owner dies (its three links down, its daemon
+// killed with -9, which takes its conntrackd along), then comes back and
+// takes its VIPs again. Per phase: how many connections keep receiving, and
+// the gap in their data. sync=on configures stateSync.conntrackd; sync=off
+// is the same lab without it, the baseline. Both configure the floating
+// source address (announce.l2.sourceAddresses), which the nat-nosnat
+// backends route through and method nat translates to.
+//
+// EDGELB_STATEFUL_CASES narrows the matrix: a comma-separated list of case
+// name substrings ("gw2/nat/v4/on"); empty runs every case.
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/edgelb/edgelb/lab/netns"
+	"github.com/edgelb/edgelb/proxy/statesync"
+)
+
+// sfCase is one configuration of the matrix.
+type sfCase struct {
+	gateways int
+	method   string // nat, nat-nosnat
+	v6       bool
+	sync     bool
+}
+
+func (c sfCase) family() string {
+	if c.v6 {
+		return "ipv6"
+	}
+	return "ipv4"
+}
+
+func (c sfCase) name() string {
+	s := "off"
+	if c.sync {
+		s = "on"
+	}
+	f := "v4"
+	if c.v6 {
+		f = "v6"
+	}
+	return fmt.Sprintf("gw%d/%s/%s/%s", c.gateways, c.method, f, s)
+}
+
+// Addresses of the stateful lab (documentation and private ranges).
+var (
+	sfVIP4, sfVIP6 = netip.MustParseAddr("198.51.100.100"), netip.MustParseAddr("2001:db8:c::100")
+	sfSrc4, sfSrc6 = netip.MustParseAddr("10.0.1.250"), netip.MustParseAddr("fd00:1::fa")
+	sfGroup        = netip.MustParseAddr("225.0.0.50")
+)
+
+const (
+	sfConns    = 100
+	sfBackends = 4
+	sfPort     = 9000
+	sfChunk    = 64
+	sfEvery    = 10 * time.Millisecond
+)
+
+func sfFront4(i int) netip.Prefix { return netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}), 24) }
+func sfFront6(i int) netip.Prefix {
+	return netip.PrefixFrom(netip.MustParseAddr(fmt.Sprintf("2001:db8:c::%x", i)), 64)
+}
+func sfBack4(i int) netip.Prefix { return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, 1, byte(i)}), 24) }
+func sfBack6(i int) netip.Prefix {
+	return netip.PrefixFrom(netip.MustParseAddr(fmt.Sprintf("fd00:1::%x", i)), 64)
+}
+func sfSync4(i int) netip.Prefix { return netip.PrefixFrom(netip.AddrFrom4([4]byte{192, 168, 77, byte(i)}), 24) }
+
+// sfGateway is one gateway: its namespace, daemon and bridge ports.
+type sfGateway struct {
+	*foGateway
+	i     int
+	ports []string // its ports on the three bridges
+	dir   string
+}
+
+func (g *sfGateway) conntrackdConf() string {
+	return statesync.ConfPath(filepath.Join(g.dir, "state", "conntrackd"))
+}
+
+// owns: the daemon's last word about addr was "owning VIP".
+func (g *sfGateway) owns(addr netip.Addr) bool {
+	owned := false
+	for _, l := range strings.Split(g.log.String(), "\n") {
+		if !strings.Contains(l, " vip="+addr.String()+" ") && !strings.HasSuffix(l, " vip="+addr.String()) {
+			continue
+		}
+		switch {
+		case strings.Contains(l, `msg="owning VIP"`):
+			owned = true
+		case strings.Contains(l, `msg="released VIP"`):
+			owned = false
+		}
+	}
+	return owned
+}
+
+func sfConfig(c sfCase, g *sfGateway, n int) string {
+	vip := sfVIP4
+	if c.v6 {
+		vip = sfVIP6
+	}
+	var backends []string
+	for b := 1; b <= sfBackends; b++ {
+		a := sfBack4(20 + b).Addr()
+		if c.v6 {
+			a = sfBack6(0x20 + b).Addr()
+		}
+		backends = append(backends, fmt.Sprintf("{address: %q}", a.String()))
+	}
+	var join []string
+	for j := 1; j <= n; j++ {
+		if j != g.i {
+			join = append(join, fmt.Sprintf("%q", sfFront4(j).Addr().String()+":7946"))
+		}
+	}
+	sync := ""
+	if c.sync {
+		if n == 2 {
+			sync = fmt.Sprintf("stateSync:\n  conntrackd:\n    interface: eth2\n    peer: %s\n", sfSync4(3-g.i).Addr())
+		} else {
+			sync = fmt.Sprintf("stateSync:\n  conntrackd:\n    interface: eth2\n    multicastGroup: %s\n", sfGroup)
+		}
+	}
+	return fmt.Sprintf(`pools:
+  - name: seg
+    addresses: ["198.51.100.100-198.51.100.110", "2001:db8:c::100-2001:db8:c::110"]
+services:
+  - name: stream
+    pool: seg
+    vip: %s
+    method: %s
+    ports: [{port: 80, targetPort: %d}]
+    backends: [%s]
+announce:
+  l2:
+    interface: eth0
+    sourceInterface: eth1
+    sourceAddresses: ["%s", "%s"]
+    members:
+      name: gw%d
+      bindAddress: %s
+      port: 7946
+      join: [%s]
+dataplane:
+  mode: nftables
+  nodeAddresses: ["%s"]
+api:
+  listen: 127.0.0.1:8080
+  tokenFile: %s
+state:
+  dir: %s
+%s`, vip, c.method, sfPort, strings.Join(backends, ", "), sfSrc4, sfSrc6, g.i, sfFront4(g.i).Addr(), strings.Join(join, ", "),
+		sfFront4(g.i).Addr(), filepath.Join(g.dir, "token"), filepath.Join(g.dir, "state"), sync)
+}
+
+// sfStream is one client connection's record: when each read returned.
+type sfStream struct {
+	mu    sync.Mutex
+	reads []time.Time
+	err   error
+}
+
+func (s *sfStream) run(c net.Conn) {
+	buf := make([]byte, 4096)
+	for {
+		_, err := c.Read(buf)
+		now := time.Now()
+		s.mu.Lock()
+		if err != nil {
+			s.err = err
+			s.mu.Unlock()
+			return
+		}
+		s.reads = append(s.reads, now)
+		s.mu.Unlock()
+	}
+}
+
+// since: whether it read after t, and its longest gap between reads that
+// ends after from (the reads around from included).
+func (s *sfStream) since(t, from time.Time) (after bool, gap time.Duration, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i, _ := slices.BinarySearchFunc(s.reads, from, func(a, b time.Time) int { return a.Compare(b) })
+	for j := max(i, 1); j < len(s.reads); j++ {
+		gap = max(gap, s.reads[j].Sub(s.reads[j-1]))
+	}
+	n := len(s.reads)
+	return n > 0 && s.reads[n-1].After(t), gap, s.err
+}
+
+// sfServe streams sfChunk bytes every sfEvery to every connection.
+func sfServe(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			b := make([]byte, sfChunk)
+			for {
+				c.SetWriteDeadline(time.Now().Add(time.Minute))
+				if _, err := c.Write(b); err != nil {
+					return
+				}
+				time.Sleep(sfEvery)
+			}
+		}()
+	}
+}
+
+func sfCases() []sfCase {
+	var out []sfCase
+	for _, n := range []int{2, 3} {
+		for _, m := range []string{"nat", "nat-nosnat"} {
+			for _, v6 := range []bool{false, true} {
+				for _, s := range []bool{true, false} {
+					out = append(out, sfCase{n, m, v6, s})
+				}
+			}
+		}
+	}
+	want := os.Getenv("EDGELB_STATEFUL_CASES")
+	if want == "" {
+		return out
+	}
+	var sel []sfCase
+	for _, c := range out {
+		for _, w := range strings.Split(want, ",") {
+			if w != "" && strings.Contains(c.name(), w) {
+				sel = append(sel, c)
+				break
+			}
+		}
+	}
+	return sel
+}
+
+func TestFailoverStateful(t *testing.T) {
+	netns.RequireRoot(t)
+	if _, err := exec.LookPath("conntrackd"); err != nil {
+		t.Fatalf("conntrackd not installed (lab/deps.sh failover installs it): %v", err)
+	}
+	exe := edgelbBinary(t)
+	for _, c := range sfCases() {
+		t.Run(c.name(), func(t *testing.T) { sfRun(t, exe, c) })
+	}
+}
+
+func sfRun(t *testing.T, exe string, c sfCase) {
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	seg := netns.NewT(t, "sfs")
+	for _, br := range []string{"br0", "br1", "br2"} {
+		must(seg.Bridge(br))
+	}
+	attach := func(n *netns.NS, port, br, ifname string, addrs ...netip.Prefix) {
+		t.Helper()
+		must(netns.Veth(seg, port, n, ifname))
+		must(seg.SetMaster(port, br))
+		for _, a := range addrs {
+			must(n.AddAddr(ifname, a))
+		}
+	}
+	client := netns.NewT(t, "sfc")
+	attach(client, "cl", "br0", "eth0", sfFront4(10), sfFront6(0x10))
+	for b := 1; b <= sfBackends; b++ {
+		n := netns.NewT(t, fmt.Sprintf("sfb%d", b))
+		attach(n, fmt.Sprintf("be%d", b), "br1", "eth0", sfBack4(20+b), sfBack6(0x20+b))
+		// Replies to clients go through the floating source address: the
+		// gateway owning the VIPs owns it (nat-nosnat needs it; nat's
+		// replies are addressed to it anyway).
+		must(n.AddRoute(netip.MustParsePrefix("0.0.0.0/0"), sfSrc4))
+		must(n.AddRoute(netip.MustParsePrefix("::/0"), sfSrc6))
+		for _, a := range []netip.Addr{sfBack4(20 + b).Addr(), sfBack6(0x20 + b).Addr()} {
+			ln, err := n.Listen("tcp", netip.AddrPortFrom(a, sfPort).String())
+			must(err)
+			go sfServe(ln)
+			t.Cleanup(func() { ln.Close() })
+		}
+	}
+	var gws []*sfGateway
+	for i := 1; i <= c.gateways; i++ {
+		n := netns.NewT(t, fmt.Sprintf("sfg%d", i))
+		g := &sfGateway{i: i, dir: t.TempDir()}
+		g.ports = []string{fmt.Sprintf("g%da", i), fmt.Sprintf("g%db", i), fmt.Sprintf("g%ds", i)}
+		attach(n, g.ports[0], "br0", "eth0", sfFront4(i), sfFront6(i))
+		attach(n, g.ports[1], "br1", "eth1", sfBack4(i), sfBack6(i))
+		attach(n, g.ports[2], "br2", "eth2", sfSync4(i))
+		must(n.Sysctl("net.ipv4.ip_forward", "1"))
+		for _, k := range []string{"all", "eth0", "eth1"} {
+			must(n.Sysctl("net.ipv4.conf."+k+".send_redirects", "0"))
+		}
+		mac, err := n.MAC("eth0")
+		must(err)
+		must(os.WriteFile(filepath.Join(g.dir, "token"), []byte(foToken+"\n"), 0o600))
+		cfg := filepath.Join(g.dir, "config.yaml")
+		must(os.WriteFile(cfg, []byte(sfConfig(c, g, c.gateways)), 0o600))
+		g.foGateway = &foGateway{name: fmt.Sprintf("gw%d", i), ns: n, cfg: cfg, mac: mac}
+		gws = append(gws, g)
+	}
+	t.Cleanup(func() {
+		for _, g := range gws {
+			if g.running() {
+				g.cmd.Process.Signal(syscall.SIGTERM)
+				select {
+				case <-g.done:
+				case <-time.After(20 * time.Second):
+					g.cmd.Process.Kill()
+					<-g.done
+				}
+			}
+			if t.Failed() && g.log != nil {
+				t.Logf("%s log (tail):\n%s", g.name, foTail(g.log.String(), 40))
+			}
+		}
+	})
+	for _, g := range gws {
+		g.start(t, exe)
+	}
+	vip, src := sfVIP4, sfSrc4
+	if c.v6 {
+		vip, src = sfVIP6, sfSrc6
+	}
+	owner := func() *sfGateway {
+		var o *sfGateway
+		for _, g := range gws {
+			if g.running() && g.owns(vip) {
+				if o != nil {
+					return nil
+				}
+				o = g
+			}
+		}
+		if o == nil || !o.owns(src) {
+			return nil
+		}
+		return o
+	}
+	allUp := func() bool {
+		for _, g := range gws {
+			if !g.running() || !g.ready() || !strings.Contains(g.log.String(), "member alive") {
+				return false
+			}
+		}
+		return owner() != nil
+	}
+	if !foWait(60*time.Second, allUp) {
+		t.Fatal("no steady state (every daemon ready and a member, one owner of the VIP and the source address) in 60 s")
+	}
+
+	// 100 connections through the VIP.
+	streams := make([]*sfStream, sfConns)
+	var conns []net.Conn
+	t.Cleanup(func() {
+		for _, cn := range conns {
+			cn.Close()
+		}
+	})
+	dst := netip.AddrPortFrom(vip, 80).String()
+	for i := range streams {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		cn, err := client.DialContext(ctx, "tcp", dst)
+		cancel()
+		if err != nil {
+			t.Fatalf("connection %d to %s: %v", i+1, dst, err)
+		}
+		conns = append(conns, cn)
+		streams[i] = &sfStream{}
+		go streams[i].run(cn)
+	}
+	// Everything learnt and settled before the kill: every stream flowing;
+	// with sync, every other gateway holds all 100 in its external cache; the
+	// client's entry for the VIP and each backend's for the source address
+	// point at the owner and were last updated ≥ 2 s ago (a gratuitous ARP
+	// inside the neighbour locktime, 1 s, is ignored: see
+	// TestFailoverDaemonKill9).
+	var backendNS []*netns.NS
+	for b := 1; b <= sfBackends; b++ {
+		backendNS = append(backendNS, nil)
+	}
+	settled := func() bool {
+		o := owner()
+		if o == nil {
+			return false
+		}
+		now := time.Now()
+		for _, s := range streams {
+			if after, _, err := s.since(now.Add(-time.Second), now); err != nil || !after {
+				return false
+			}
+		}
+		if c.sync {
+			for _, g := range gws {
+				if g == o {
+					continue
+				}
+				out, err := exec.Command("conntrackd", "-C", g.conntrackdConf(), "-s").Output()
+				if err != nil || statesync.ParseStats(string(out)).External < sfConns {
+					return false
+				}
+			}
+		}
+		if out, _ := client.Exec(context.Background(), "ip", "neigh", "show", vip.String(), "dev", "eth0"); !strings.Contains(string(out), o.mac.String()) {
+			client.Exec(context.Background(), "ip", "neigh", "del", vip.String(), "dev", "eth0")
+			return false
+		}
+		return foNeighAge(client, vip) >= 2
+	}
+	_ = backendNS
+	if !foWait(60*time.Second, settled) {
+		t.Fatalf("not settled in 60 s (streams flowing, caches synced, neighbour entries on the owner)")
+	}
+
+	measure := func(phase string, t0 time.Time) int {
+		// Wait for every stream to read after t0 (or 12 s: a stream that
+		// has not by then has been blackholed past several retransmission
+		// backoffs), then watch 2 s more: kept = no error and data in the
+		// last second.
+		foWait(12*time.Second, func() bool {
+			for _, s := range streams {
+				if after, _, _ := s.since(t0, t0); !after {
+					return false
+				}
+			}
+			return true
+		})
+		time.Sleep(2 * time.Second)
+		end := time.Now()
+		var kept int
+		var gaps []time.Duration
+		for _, s := range streams {
+			after, gap, err := s.since(end.Add(-time.Second), t0.Add(-time.Second))
+			if err == nil && after {
+				kept++
+				gaps = append(gaps, gap)
+			}
+		}
+		p := func(q float64) int64 {
+			if len(gaps) == 0 {
+				return -1
+			}
+			s := slices.Clone(gaps)
+			slices.Sort(s)
+			return s[int(q/100*float64(len(s)-1)+0.5)].Milliseconds()
+		}
+		sync := "off"
+		if c.sync {
+			sync = "on"
+		}
+		t.Logf("MEASURED stateful-failover gateways=%d method=%s family=%s sync=%s phase=%s kept=%d/%d gap_p50_ms=%d gap_p99_ms=%d (load %s)",
+			c.gateways, c.method, c.family(), sync, phase, kept, sfConns, p(50), p(99), netns.Loadavg())
+		return kept
+	}
+
+	// Phase fail: the owner's host dies.
+	old := owner()
+	for _, p := range old.ports {
+		if out, err := seg.Exec(context.Background(), "ip", "link", "set", p, "down"); err != nil {
+			t.Fatalf("link down %s: %v: %s", p, err, out)
+		}
+	}
+	t0 := time.Now()
+	old.kill9(t)
+	if !foWait(10*time.Second, func() bool { o := owner(); return o != nil && o != old }) {
+		t.Fatalf("no new owner within 10 s of killing %s", old.name)
+	}
+	keptFail := measure("fail", t0)
+
+	// Phase return: the old owner comes back and takes its VIPs again (it
+	// wins the rendezvous as before).
+	for _, p := range old.ports {
+		if out, err := seg.Exec(context.Background(), "ip", "link", "set", p, "up"); err != nil {
+			t.Fatalf("link up %s: %v: %s", p, err, out)
+		}
+	}
+	t1 := time.Now()
+	old.start(t, exe)
+	if !foWait(30*time.Second, func() bool { return owner() == old }) {
+		t.Fatalf("%s did not take its VIP back within 30 s", old.name)
+	}
+	keptReturn := measure("return", t1)
+
+	if c.sync && (keptFail < 99 || keptReturn < 99) {
+		t.Errorf("with state sync, %d (fail) and %d (return) of %d connections kept; want ≥ 99 each", keptFail, keptReturn, sfConns)
+	}
+}
