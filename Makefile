@@ -68,7 +68,7 @@ test-bgp: $(TESTCHECK)
 # Gateways killed with -9 on a shared bridge; failover times printed.
 test-failover: $(TESTCHECK)
 	lab/deps.sh failover
-	set -o pipefail; $(GOTEST) -json -p 1 -tags failover -run '^TestFailover' -timeout 20m $(PKGS) 2>&1 | $(REPORT) -v
+	set -o pipefail; $(GOTEST) -json -p 1 -tags failover -run '^TestFailover' -timeout 50m $(PKGS) 2>&1 | $(REPORT) -v
 
 # A fleet (issue 17): a 3-member etcd 3.6 cluster (built once into $(EDGELB_CACHE))
 # and 3 gateways, each in its own namespace, sharing one state; MEASURED fleet line.

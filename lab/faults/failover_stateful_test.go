@@ -78,15 +78,21 @@ const (
 	sfEvery    = 10 * time.Millisecond
 )
 
-func sfFront4(i int) netip.Prefix { return netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}), 24) }
+func sfFront4(i int) netip.Prefix {
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}), 24)
+}
 func sfFront6(i int) netip.Prefix {
 	return netip.PrefixFrom(netip.MustParseAddr(fmt.Sprintf("2001:db8:c::%x", i)), 64)
 }
-func sfBack4(i int) netip.Prefix { return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, 1, byte(i)}), 24) }
+func sfBack4(i int) netip.Prefix {
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, 1, byte(i)}), 24)
+}
 func sfBack6(i int) netip.Prefix {
 	return netip.PrefixFrom(netip.MustParseAddr(fmt.Sprintf("fd00:1::%x", i)), 64)
 }
-func sfSync4(i int) netip.Prefix { return netip.PrefixFrom(netip.AddrFrom4([4]byte{192, 168, 77, byte(i)}), 24) }
+func sfSync4(i int) netip.Prefix {
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{192, 168, 77, byte(i)}), 24)
+}
 
 // sfGateway is one gateway: its namespace, daemon and bridge ports.
 type sfGateway struct {
@@ -403,10 +409,6 @@ func sfRun(t *testing.T, exe string, c sfCase) {
 	// point at the owner and were last updated ≥ 2 s ago (a gratuitous ARP
 	// inside the neighbour locktime, 1 s, is ignored: see
 	// TestFailoverDaemonKill9).
-	var backendNS []*netns.NS
-	for b := 1; b <= sfBackends; b++ {
-		backendNS = append(backendNS, nil)
-	}
 	settled := func() bool {
 		o := owner()
 		if o == nil {
@@ -435,7 +437,6 @@ func sfRun(t *testing.T, exe string, c sfCase) {
 		}
 		return foNeighAge(client, vip) >= 2
 	}
-	_ = backendNS
 	if !foWait(60*time.Second, settled) {
 		t.Fatalf("not settled in 60 s (streams flowing, caches synced, neighbour entries on the owner)")
 	}
