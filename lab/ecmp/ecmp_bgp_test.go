@@ -205,6 +205,14 @@ func newLab(t *testing.T, exe, sched, method string) *lab {
 		must(gw.AddRoute(netip.MustParsePrefix("10.40.0.0/24"), beLink(i, 2).Addr()))
 		must(gw.Sysctl("net.ipv4.conf.all.rp_filter", "0"))
 		must(gw.Sysctl("net.ipv4.ip_forward", "1"))
+		// A flow can come back to a gateway that carried it before (the
+		// router's next-hop order decides: g2 → g1 → g2 was seen). That
+		// gateway's entry is stale: its TCP window lags by everything the
+		// other gateway carried meanwhile, so conntrack marks the flow's
+		// packets invalid and they are not translated — without this, 3 of
+		// 100 mh flows stalled in such a run. Liberal tracking accepts
+		// out-of-window packets (kube-proxy offers the same switch).
+		must(gw.Sysctl("net.netfilter.nf_conntrack_tcp_be_liberal", "1"))
 		must(l.backends.Sysctl("net.ipv4.conf."+port+".rp_filter", "0"))
 		// Replies of connections last seen on this link go back through it.
 		if _, err := l.backends.Exec(t.Context(), "ip", "route", "add", "10.10.0.0/24", "via", beLink(i, 1).Addr().String(), "table", strconv.Itoa(101+i)); err != nil {
