@@ -5,9 +5,11 @@ package nft
 import (
 	"bufio"
 	"context"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -273,5 +275,81 @@ func TestNetnsMaglevTwoGateways(t *testing.T) {
 				t.Errorf("adding an 11th backend moved %d of 200 flows (%d to the new one)", moved, toNew)
 			}
 		})
+	}
+}
+
+// TestNetnsMaglevUpdateOneBackend: among 200 other services, replacing one
+// backend of an mh service (10 backends, M = 4,093) is one transaction
+// (generation +1) that rewrites exactly the slots whose backend changed in
+// the Maglev table — counted from the kernel's own dump, compared with the
+// tables proxy/maglev builds — and nothing outside that service; the same
+// Apply again writes nothing; a restarted dataplane adopts the elements
+// and writes nothing either.
+func TestNetnsMaglevUpdateOneBackend(t *testing.T) {
+	ns := netns.NewT(t, "mhu")
+	d := newDP(t, ns)
+	ctx := context.Background()
+	cfg := genConfig(200, 4)
+	mh := mhService(false, 10)
+	cfg.Services = append(cfg.Services, mh)
+	if err := d.Apply(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	before, gen0 := dump(t, ns), genID(t, ns)
+	changed := cfg.Services[len(cfg.Services)-1].Backends
+	old := slices.Clone(changed)
+	changed[3].Addr = netip.AddrPortFrom(mhBackend(false, 99), 8080)
+	if err := d.Apply(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	after, gen1 := dump(t, ns), genID(t, ns)
+	gone, added := diffLines(before, after)
+
+	table := func(bs []proxy.Backend) []netip.AddrPort {
+		var mb []maglev.Backend
+		for _, b := range bs {
+			mb = append(mb, maglev.Backend{Addr: b.Addr, Weight: b.Weight})
+		}
+		tb, err := maglev.Build(mb, maglev.TableSize(len(mb)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]netip.AddrPort, len(tb))
+		for i, k := range tb {
+			out[i] = mb[k].Addr
+		}
+		return out
+	}
+	a, b := table(old), table(changed)
+	want := 0
+	for i := range a {
+		if a[i] != b[i] {
+			want++
+		}
+	}
+	id := d.svcs[mh.Key()].id
+	idHex := hex.EncodeToString(encU32(id))
+	for _, l := range append(slices.Clone(gone), added...) {
+		if !strings.Contains(l, " set be elem "+idHex) {
+			t.Errorf("a kernel object outside the mh service's buckets changed: %s", l)
+		}
+	}
+	t.Logf("replaced 1 of 10 backends: generation %d → %d, -%d +%d bucket elements; the Maglev tables differ in %d of %d slots",
+		gen0, gen1, len(gone), len(added), want, len(a))
+	if gen1-gen0 != 1 || len(gone) != want || len(added) != want {
+		t.Errorf("want one transaction rewriting the %d changed slots", want)
+	}
+	if err := d.Apply(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if g := genID(t, ns); g != gen1 {
+		t.Errorf("the same Apply again moved the generation %d → %d", gen1, g)
+	}
+	d2 := newDP(t, ns)
+	if err := d2.Apply(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if g := genID(t, ns); g != gen1 {
+		t.Errorf("a restarted dataplane wrote (generation %d → %d)", gen1, g)
 	}
 }

@@ -459,10 +459,12 @@ func TestPrepareMaglev(t *testing.T) {
 	del, add := diffElems(st.elems(), st3.elems())
 	t.Logf("replace 1 of 10 backends: %d of 4093 bucket elements rewritten", len(add))
 	// A replacement is a removal (its ~341 slots must move) and an addition
-	// (the newcomer takes ~341 slots of its own preference); Maglev moves
-	// up to 1.14× the minimum of each at this size (proxy/maglev
-	// TestDisruption): at most 2 × 1.14 × 341 = 778 of 4,093.
-	if len(del) != len(add) || len(add) < 330 || len(add) > 778 {
+	// (the newcomer claims ~341 slots of its own preference, mostly others
+	// than the leaver's), each moving a little more than its share
+	// (proxy/maglev TestDisruption: ≤ 1.14× at this size): about 2 × 341 ×
+	// 1.14 = 778. The hash is fixed, so this case is always 666; bounded at
+	// 1.3 × that estimate.
+	if len(del) != len(add) || len(add) < 330 || len(add) > 1011 {
 		t.Errorf("replacing one backend: %d deleted, %d added", len(del), len(add))
 	}
 	parsed, ok := parsePick("pick-m4093-a")
