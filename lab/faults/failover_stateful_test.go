@@ -20,6 +20,7 @@ package faults
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -447,6 +448,29 @@ func sfRun(t *testing.T, exe string, c sfCase) {
 	}
 	if !foWait(60*time.Second, settled) {
 		t.Fatalf("not settled in 60 s (streams flowing, caches synced, neighbour entries on the owner)")
+	}
+
+	if c.sync {
+		// The sync as the API and the metrics show it: one read each (no
+		// polling), on each gateway.
+		o := owner()
+		for _, g := range gws {
+			role := "backup;"
+			if g == o {
+				role = "primary;"
+			}
+			for path, want := range map[string]string{"/api/v1/announce": `"kind":"statesync"`, "/metrics": "edgelb_statesync_up 1"} {
+				resp, err := g.ns.HTTPClient(5 * time.Second).Get("http://127.0.0.1:8080" + path)
+				if err != nil {
+					t.Fatalf("%s %s: %v", g.name, path, err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if !strings.Contains(string(b), want) || (path != "/metrics" && !strings.Contains(string(b), role)) {
+					t.Errorf("%s %s: no %q (role %q) in\n%.2000s", g.name, path, want, role, b)
+				}
+			}
+		}
 	}
 
 	measure := func(phase string, t0 time.Time, note string) int {
