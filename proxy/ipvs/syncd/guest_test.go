@@ -3,7 +3,14 @@
 package syncd
 
 import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/edgelb/edgelb/lab/netns"
 )
@@ -39,5 +46,50 @@ func TestIPVSGuestSyncDaemonRules(t *testing.T) {
 
 // TestIPVSGuestSyncDaemonSet: Syncer.Set/Get converge the real kernel.
 func TestIPVSGuestSyncDaemonSet(t *testing.T) {
-	syncerConverges(t, openIn(t), "sync0")
+	k := openIn(t)
+	k.Timeout = 15 * time.Second
+	syncerConverges(t, diagKernel{Netlink: k, t: t}, "sync0")
+}
+
+// diagKernel wraps the real Kernel: a request that times out dumps the
+// kernel stacks of the IPVS sync threads and of this process, so a hang in
+// the kernel is shown rather than guessed.
+type diagKernel struct {
+	*Netlink
+	t *testing.T
+}
+
+func (d diagKernel) Stop(r Role) error {
+	err := d.Netlink.Stop(r)
+	if errors.Is(err, ErrTimeout) {
+		dumpKernelStacks(d.t)
+	}
+	return err
+}
+
+func dumpKernelStacks(t *testing.T) {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	self := strconv.Itoa(os.Getpid())
+	for _, d := range dirs {
+		comm, _ := os.ReadFile(d + "/comm")
+		c := strings.TrimSpace(string(comm))
+		if !strings.HasPrefix(c, "ipvs") && filepath.Base(d) != self {
+			continue
+		}
+		tasks, _ := filepath.Glob(d + "/task/*")
+		for _, tk := range tasks {
+			st, _ := os.ReadFile(tk + "/stack")
+			stat, _ := os.ReadFile(tk + "/stat")
+			if len(st) > 0 {
+				t.Logf("kernel stack of %s (%s) %s:\n%s", tk, c, strings.Fields(string(stat))[2], st)
+			}
+		}
+	}
+	if out, err := exec.Command("dmesg").CombinedOutput(); err == nil {
+		lines := strings.Split(string(out), "\n")
+		if len(lines) > 40 {
+			lines = lines[len(lines)-40:]
+		}
+		t.Logf("dmesg tail:\n%s", strings.Join(lines, "\n"))
+	}
 }

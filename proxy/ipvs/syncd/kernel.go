@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -32,12 +33,22 @@ type Kernel interface {
 // registered (module ip_vs not loaded).
 var ErrNoIPVS = errors.New("generic netlink family \"IPVS\" not registered (module ip_vs not loaded)")
 
+// ErrTimeout is returned when the kernel does not answer in time. The
+// socket is then closed and the next call opens a fresh one, so edgelb
+// never waits forever for an answer the kernel will not send (see Stop).
+var ErrTimeout = errors.New("no answer from the kernel")
+
+// DefaultTimeout bounds each request.
+const DefaultTimeout = 10 * time.Second
+
 // Netlink is the real Kernel: one generic netlink socket in one network
 // namespace. Safe for concurrent use.
 type Netlink struct {
-	mu     sync.Mutex
-	c      *netlink.Conn
-	family uint16
+	mu      sync.Mutex
+	nsPath  string
+	c       *netlink.Conn // nil after a timeout: reopened by the next call
+	family  uint16
+	Timeout time.Duration // per request; DefaultTimeout when zero
 }
 
 // Open dials generic netlink inside the namespace at nsPath ("" = the
@@ -45,30 +56,48 @@ type Netlink struct {
 // registered families, not by name: the kernel answers a by-name lookup of a
 // missing family by loading the module (edgelb never loads modules).
 func Open(nsPath string) (*Netlink, error) {
+	c, id, err := dial(nsPath)
+	if err != nil {
+		return nil, err
+	}
+	return &Netlink{nsPath: nsPath, c: c, family: id}, nil
+}
+
+func dial(nsPath string) (*netlink.Conn, uint16, error) {
 	cfg := &netlink.Config{}
 	if nsPath != "" {
 		f, err := os.Open(nsPath)
 		if err != nil {
-			return nil, fmt.Errorf("ipvs sync daemon: open netns %q: %w", nsPath, err)
+			return nil, 0, fmt.Errorf("ipvs sync daemon: open netns %q: %w", nsPath, err)
 		}
 		defer f.Close()
 		cfg.NetNS = int(f.Fd())
 	}
 	c, err := netlink.Dial(unix.NETLINK_GENERIC, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("ipvs sync daemon: dial generic netlink (netns %q): %w", nsPath, err)
+		return nil, 0, fmt.Errorf("ipvs sync daemon: dial generic netlink (netns %q): %w", nsPath, err)
 	}
+	_ = c.SetReadDeadline(time.Now().Add(DefaultTimeout))
 	id, err := familyID(c, "IPVS")
 	if err != nil {
 		c.Close()
-		return nil, fmt.Errorf("ipvs sync daemon: %w", err)
+		return nil, 0, fmt.Errorf("ipvs sync daemon: %w", err)
 	}
-	return &Netlink{c: c, family: id}, nil
+	return c, id, nil
 }
 
 // Close closes the socket. Running daemons keep running: they are kernel
 // threads, stopped only by Stop (or by the namespace going away).
-func (n *Netlink) Close() error { return n.c.Close() }
+func (n *Netlink) Close() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.c == nil {
+		return nil
+	}
+	err := n.c.Close()
+	n.c = nil
+	return err
+}
 
 func (n *Netlink) Start(role Role, p Params) error {
 	b, err := encodeStart(role, p)
@@ -86,10 +115,35 @@ func (n *Netlink) Stop(role Role) error {
 	if err != nil {
 		return err
 	}
-	if _, err := n.exec(b, netlink.Request|netlink.Acknowledge); err != nil {
+	_, err = n.execTimeout(b, netlink.Request|netlink.Acknowledge, stopTimeout)
+	if errors.Is(err, ErrTimeout) {
+		// The kernel stopped the daemon but sent no answer: when the
+		// daemon's thread had not run yet, kthread_stop returns -EINTR,
+		// stop_sync_thread passes it on, and netlink_rcv_skb sends no ack
+		// for -EINTR (seen on 6.1: "stopping backup sync thread N" with no
+		// "sync thread started" before it). Ask what runs instead.
+		ds, lerr := n.List()
+		if lerr == nil && !hasRole(ds, role) {
+			return nil
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("ipvs sync daemon: stop %s: %w", role, err)
 	}
 	return nil
+}
+
+// stopTimeout bounds a stop: a stop the kernel answers takes milliseconds,
+// and one it does not answer (see Stop) is then read back with List.
+const stopTimeout = 3 * time.Second
+
+func hasRole(ds []Daemon, r Role) bool {
+	for _, d := range ds {
+		if d.Role == r {
+			return true
+		}
+	}
+	return false
 }
 
 func (n *Netlink) List() ([]Daemon, error) {
@@ -109,12 +163,40 @@ func (n *Netlink) List() ([]Daemon, error) {
 }
 
 func (n *Netlink) exec(data []byte, flags netlink.HeaderFlags) ([]netlink.Message, error) {
+	return n.execTimeout(data, flags, 0)
+}
+
+// execTimeout sends one request and reads its answer within timeout (or
+// n.Timeout when shorter or timeout is zero).
+func (n *Netlink) execTimeout(data []byte, flags netlink.HeaderFlags, timeout time.Duration) ([]netlink.Message, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.c.Execute(netlink.Message{
+	if n.c == nil {
+		c, id, err := dial(n.nsPath)
+		if err != nil {
+			return nil, err
+		}
+		n.c, n.family = c, id
+	}
+	limit := n.Timeout
+	if limit <= 0 {
+		limit = DefaultTimeout
+	}
+	if timeout <= 0 || timeout > limit {
+		timeout = limit
+	}
+	_ = n.c.SetReadDeadline(time.Now().Add(timeout))
+	msgs, err := n.c.Execute(netlink.Message{
 		Header: netlink.Header{Type: netlink.HeaderType(n.family), Flags: flags},
 		Data:   data,
 	})
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// A late answer would confuse the next request: start afresh.
+		n.c.Close()
+		n.c = nil
+		return nil, fmt.Errorf("%w within %s", ErrTimeout, timeout)
+	}
+	return msgs, err
 }
 
 // Generic netlink controller (include/uapi/linux/genetlink.h).
