@@ -438,14 +438,25 @@ type conn struct {
 	c       net.Conn
 	backend atomic.Value // string: the backend that answered first
 	last    atomic.Int64 // unix ns of the last line received
-	err     atomic.Value // error: the first read or write failure
+	mu      sync.Mutex
+	err     error // the first read or write failure
+}
+
+// fail records the first failure. (Not an atomic.Value: errors of several
+// concrete types arrive — io.EOF, *net.OpError — and a Value panics on a
+// second type, which took a whole test binary down once.)
+func (c *conn) fail(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err == nil {
+		c.err = err
+	}
 }
 
 func (c *conn) failed() error {
-	if e, ok := c.err.Load().(error); ok {
-		return e
-	}
-	return nil
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
 }
 
 func (l *lab) openConnections() []*conn {
@@ -470,7 +481,7 @@ func (l *lab) openConnections() []*conn {
 					select {
 					case <-stop:
 					default:
-						c.err.CompareAndSwap(nil, err)
+						c.fail(err)
 					}
 					return
 				}
@@ -478,7 +489,7 @@ func (l *lab) openConnections() []*conn {
 				if c.backend.Load() == nil {
 					c.backend.Store(name)
 				} else if c.backend.Load() != name {
-					c.err.CompareAndSwap(nil, fmt.Errorf("answered by %s, then %s", c.backend.Load(), name))
+					c.fail(fmt.Errorf("answered by %s, then %s", c.backend.Load(), name))
 				}
 				c.last.Store(time.Now().UnixNano())
 			}
@@ -495,7 +506,11 @@ func (l *lab) openConnections() []*conn {
 				}
 				nc.SetWriteDeadline(time.Now().Add(5 * time.Second))
 				if _, err := io.WriteString(nc, "x\n"); err != nil {
-					c.err.CompareAndSwap(nil, err)
+					select {
+					case <-stop:
+					default:
+						c.fail(err)
+					}
 					return
 				}
 			}
