@@ -35,7 +35,7 @@ func newStateSync(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 	}
 	s, err := statesync.Start(statesync.Options{Binary: c.Binary, Dir: filepath.Join(cfg.State.Dir, "conntrackd"),
 		Interface: c.Interface, Address: addr, Peer: c.Peer, Group: c.MulticastGroup, Port: c.Port,
-		SetSysctls: cfg.Dataplane.SetSysctls}, log)
+		Ignore: ownAddrs(), SetSysctls: cfg.Dataplane.SetSysctls}, log)
 	if err != nil {
 		return nil, err
 	}
@@ -43,6 +43,24 @@ func newStateSync(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 		reg.MustRegister(&syncCollector{s: s})
 	}
 	return s, nil
+}
+
+// ownAddrs are the gateway's own addresses: connections to and from the
+// gateway itself (memberlist, the API, BGP) are its own business and are not
+// synced, as in conntrack-tools' examples. VIPs and source addresses are
+// never local addresses with the nftables dataplane.
+func ownAddrs() []netip.Addr {
+	addrs, err := netlink.AddrList(nil, netlink.FAMILY_ALL)
+	if err != nil {
+		return nil
+	}
+	var out []netip.Addr
+	for _, a := range addrs {
+		if ip, ok := netip.AddrFromSlice(a.IP); ok && !ip.Unmap().IsLinkLocalUnicast() {
+			out = append(out, ip.Unmap())
+		}
+	}
+	return out
 }
 
 // firstAddrOn is the first global unicast address of a family on a link.
