@@ -162,6 +162,14 @@ func TestK8sEndToEnd(t *testing.T) {
 	}
 	waitUntil(t, 5*time.Second, "Local VIP announced", func() bool { a, l := announced(); return a && l })
 	lurl := fmt.Sprintf("http://%s/", netip.AddrPortFrom(lvip, 80))
+	// Announced is the controller's decision; the applier goroutine above
+	// programs the kernel a moment later (CI under load sent the first
+	// request in between: its SYN went unNATed and timed out). Wait for
+	// the dataplane as for web, each try on a new connection.
+	waitUntil(t, 10*time.Second, "traffic through the Local VIP", func() bool {
+		_, err := lab.Get(e.ctx, client, lurl)
+		return err == nil
+	})
 	lHits := map[string]int{}
 	client4 := demo.ClientAddr.Addr().String()
 	seen0 := lab.Backends[1].Peers()[client4]
@@ -223,7 +231,10 @@ func TestK8sEndToEnd(t *testing.T) {
 	// Service deleted: the VIP stops answering.
 	e.deleteSvc(t, ns, "web")
 	took = waitUntil(t, 10*time.Second, "VIP out of the desired state", func() bool { return len(r.c.Desired().VIPs) == 0 })
-	time.Sleep(100 * time.Millisecond) // the apply loop
+	// The applier removes it a moment later (a fixed 100 ms sleep here was
+	// a bet on the machine's load): wait until a request fails, then no
+	// request may get through.
+	waitUntil(t, 10*time.Second, "VIP no longer answering", func() bool { _, f := hits(1); return f == 1 })
 	if _, f := hits(3); f != 3 {
 		t.Fatalf("VIP still answers after the Service was deleted")
 	}
