@@ -116,6 +116,20 @@ func Run(ctx context.Context, o Options) error {
 		dp.Close()
 		return err
 	}
+	isync, err := newIPVSSync(cfg, log, reg)
+	if err != nil {
+		dp.Close()
+		return err
+	}
+	if isync != nil {
+		// The kernel's daemons keep syncing while edgelb restarts; they
+		// stop with the dataplane's cleanup (withdrawOnShutdown).
+		defer func() {
+			if err := isync.Close(cfg.Announce.WithdrawOnShutdown); err != nil {
+				log.Warn("stopping the IPVS sync daemons", "err", err)
+			}
+		}()
+	}
 	var ho l2.Handover
 	if syncer != nil {
 		ho = syncer
@@ -151,6 +165,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 	if syncer != nil {
 		reporters = append(reporters, syncReporter{syncer})
+	}
+	if isync != nil {
+		reporters = append(reporters, isync)
 	}
 	api, err := webui.New(webui.Options{
 		Manager: w.manager, Flows: flows, Reporters: reporters, Gatherer: reg, Registerer: reg,
