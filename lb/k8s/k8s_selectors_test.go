@@ -62,7 +62,7 @@ func TestK8sPoolSelectors(t *testing.T) {
 	e.selPool(t, "premium", map[string]any{"priority": int64(20),
 		"serviceSelectors": []any{map[string]any{"matchExpressions": []any{
 			map[string]any{"key": "tier", "operator": "In", "values": []any{"premium", "gold"}}}}}}, "203.0.113.0/29")
-	e.start(t, testOptions("gw1"))
+	r := e.start(t, testOptions("gw1"))
 
 	const limit = 20 * time.Second
 	e.svc(t, "apps", "plain")
@@ -93,6 +93,23 @@ func TestK8sPoolSelectors(t *testing.T) {
 		}
 	}
 	patch("premium", `{"spec":{"serviceAllocation":{"priority":5}}}`)
+	// The leader's allocator has the new pools (t.pools and ReplacePools
+	// change under one lock) before p3 asks: p3's result cannot depend on
+	// which watch event came first.
+	waitUntil(t, limit, "leader uses premium priority 5", func() bool {
+		tm := r.c.currentTerm()
+		if tm == nil {
+			return false
+		}
+		tm.mu.Lock()
+		defer tm.mu.Unlock()
+		for _, p := range tm.pools.Valid {
+			if p.Name == "premium" && p.Allocation != nil && p.Allocation.Priority == 5 {
+				return true
+			}
+		}
+		return false
+	})
 	e.svc(t, "blue", "p3", labelled("tier", "gold"))
 	e.waitIngress(t, "blue", "p3", limit, "203.0.113.1") // premium (5) now before team (10)
 	// Every Service was re-queued when the pools changed, ahead of p3 (one
