@@ -2,9 +2,12 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +16,7 @@ import (
 	"time"
 
 	"github.com/edgelb/edgelb/announce"
+	"github.com/edgelb/edgelb/proxy"
 	"github.com/edgelb/edgelb/proxy/fake"
 )
 
@@ -24,11 +28,9 @@ import (
 // nftables, would refuse one mixing families) and both VIPs are announced;
 // cancelling Run shuts it down cleanly and closes the announcer.
 func TestRunOnFakes(t *testing.T) {
-	dir := t.TempDir()
-	cfg := `pools:
-  - name: p
-    addresses: ["192.0.2.0/28", "2001:db8::/124"]
-services:
+	dp := fake.New(fake.NFTablesOptions)
+	ann := &closeAnn{}
+	_, stop := runOnFakes(t, `
   - name: web
     pool: p
     families: [IPv4, IPv6]
@@ -37,34 +39,7 @@ services:
     backends:
       - {address: "198.51.100.2", weight: 1}
       - {address: "2001:db8:1::2", weight: 1}
-dataplane:
-  nodeAddresses: ["203.0.113.1", "2001:db8:ff::1"]
-api:
-  listen: ` + freeLoopbackPort(t) + `
-state:
-  dir: ` + filepath.Join(dir, "state") + "\n"
-	path := filepath.Join(dir, "edgelb.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	dp := fake.New(fake.NFTablesOptions)
-	ann := &closeAnn{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	var runErr error
-	go func() {
-		defer close(done)
-		runErr = Run(ctx, Options{ConfigPath: path, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Dataplane: dp, Announcers: []announce.Announcer{ann}})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			t.Error("Run did not return within 15 s of its context ending")
-		}
-	})
+`, dp, ann)
 
 	want := []string{
 		`service 192.0.2.0:80/TCP name="web/http"`,
@@ -89,11 +64,6 @@ state:
 	}
 	// Polls the fake, not the REST API: no rate limit involved.
 	for deadline := time.Now().Add(10 * time.Second); !programmed(); time.Sleep(20 * time.Millisecond) {
-		select {
-		case <-done:
-			t.Fatalf("Run returned early: %v", runErr)
-		default:
-		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the fake dataplane never held the service; transcript:\n%s", tr)
 		}
@@ -111,18 +81,53 @@ state:
 	})
 	t.Logf("programmed on the fake dataplane (%d applies):\n%s", dp.Applies(), tr)
 
-	cancel()
-	select {
-	case <-done:
-		if runErr != nil {
-			t.Fatalf("Run: %v", runErr)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("Run did not return within 15 s of its context ending")
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
 	}
 	if !ann.closed() {
 		t.Error("the announcer was not closed at shutdown")
 	}
+}
+
+// runOnFakes writes a config with pool p (192.0.2.0/28, 2001:db8::/124)
+// and the given services section, and runs the daemon on dp and ann until
+// stop (which returns Run's error). It returns the API's address.
+func runOnFakes(t *testing.T, services string, dp *fake.Dataplane, ann announce.Announcer) (api string, stop func() error) {
+	t.Helper()
+	dir := t.TempDir()
+	api = freeLoopbackPort(t)
+	cfg := `pools:
+  - name: p
+    addresses: ["192.0.2.0/28", "2001:db8::/124"]
+services:` + services + `dataplane:
+  nodeAddresses: ["203.0.113.1", "2001:db8:ff::1"]
+api:
+  listen: ` + api + `
+state:
+  dir: ` + filepath.Join(dir, "state") + "\n"
+	path := filepath.Join(dir, "edgelb.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	var runErr error
+	go func() {
+		defer close(done)
+		runErr = Run(ctx, Options{ConfigPath: path, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Dataplane: dp, Announcers: []announce.Announcer{ann}})
+	}()
+	stop = func() error {
+		cancel()
+		select {
+		case <-done:
+			return runErr
+		case <-time.After(15 * time.Second):
+			return errors.New("Run did not return within 15 s of its context ending")
+		}
+	}
+	t.Cleanup(func() { _ = stop() })
+	return api, stop
 }
 
 // freeLoopbackPort is a loopback address:port free a moment ago (the
@@ -155,4 +160,79 @@ func (c *closeAnn) closed() bool {
 	c.recAnn.mu.Lock()
 	defer c.recAnn.mu.Unlock()
 	return c.shut
+}
+
+// TestRunRefusedServiceShowsFailed (issue 14): a service the dataplane
+// refuses at apply (here the fake's Check refuses "bad"; on a gateway, the
+// kernel) is refused alone through the whole daemon: "web" is programmed
+// and announced, "bad" is neither, and its REST status says why (the engine
+// used to look the refusal up by the rendered name "bad/http" under the
+// service's name "bad" and showed nothing).
+func TestRunRefusedServiceShowsFailed(t *testing.T) {
+	dp := fake.New(fake.Options{Name: "fake-refusing", Check: func(s proxy.Service) error {
+		if strings.HasPrefix(s.Name, "bad/") {
+			return errors.New("kernel says no")
+		}
+		return nil
+	}})
+	ann := &closeAnn{}
+	api, stop := runOnFakes(t, `
+  - name: web
+    pool: p
+    ports: [{name: http, port: 80, protocol: TCP}]
+    backends: [{address: "198.51.100.2", weight: 1}]
+  - name: bad
+    pool: p
+    ports: [{name: http, port: 80, protocol: TCP}]
+    backends: [{address: "198.51.100.3", weight: 1}]
+`, dp, ann)
+
+	status := func(name string) (failed string, vips []string) {
+		resp, err := http.Get("http://" + api + "/api/v1/services/" + name)
+		if err != nil {
+			return "", nil
+		}
+		defer resp.Body.Close()
+		var st struct {
+			Failed   string   `json:"failed"`
+			Assigned []string `json:"assigned"`
+		}
+		if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&st) != nil {
+			return "", nil
+		}
+		return st.Failed, st.Assigned
+	}
+	// At most 10 requests a second (the API answers 429 above 20).
+	var why string
+	var badVIPs []string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if why, badVIPs = status("bad"); why != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bad never shown failed; transcript:\n%s", dp.Transcript())
+		}
+	}
+	if !strings.Contains(why, "kernel says no") {
+		t.Errorf("bad failed %q, want the dataplane's reason", why)
+	}
+	if w, _ := status("web"); w != "" {
+		t.Errorf("web shown failed too: %q", w)
+	}
+	tr := dp.Transcript()
+	if !strings.Contains(tr, `name="web/http"`) || strings.Contains(tr, `name="bad/http"`) {
+		t.Errorf("want web programmed and bad not:\n%s", tr)
+	}
+	v, _ := ann.last()
+	var announced []string
+	for _, x := range v {
+		announced = append(announced, x.Addr.String())
+	}
+	if len(badVIPs) != 1 || slices.Contains(announced, badVIPs[0]) || len(announced) != 1 {
+		t.Errorf("announced %v; bad holds %v and must not be among them, web's VIP must", announced, badVIPs)
+	}
+	t.Logf("bad: failed %q, VIP %v not announced; announced %v", why, badVIPs, announced)
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
 }
