@@ -282,68 +282,67 @@ func (k *kernel) diff(want []svcDef, nodes []netip.Addr) []string {
 	}
 	seenVIP, seenNP := map[string]bool{}, map[string]bool{}
 	for _, s := range want {
-		var id uint32
-		found := false
+		// The VIP and the node port are separate services since issue 14
+		// (the node port one per family; this lab is IPv4): each id is
+		// checked against s.
+		var ids []uint32
 		if s.VIP.IsValid() {
 			key := fmt.Sprintf("%s tcp %d", s.VIP, s.Port)
 			seenVIP[key] = true
-			if id, found = k.vip[key]; !found {
+			if id, ok := k.vip[key]; ok {
+				ids = append(ids, id)
+			} else {
 				add("missing frontend %s (%s)", key, s.Name)
 			}
 		}
 		if s.NodePort != 0 {
 			key := fmt.Sprintf("tcp %d", s.NodePort)
 			seenNP[key] = true
-			nid, ok := k.np[key]
-			switch {
-			case !ok:
+			if nid, ok := k.np[key]; ok {
+				ids = append(ids, nid)
+			} else {
 				add("missing node port %s (%s)", key, s.Name)
-			case found && nid != id:
-				add("node port %s → id %#x, VIP → %#x (%s)", key, nid, id, s.Name)
-			default:
-				id, found = nid, true
 			}
 		}
-		if !found {
-			continue
-		}
-		used[id] = true
-		wb := bucketsOf(s)
-		n := 0
-		for _, c := range wb {
-			n += c
-		}
-		pick := "goto nobackend"
-		if n > 0 {
-			pick = fmt.Sprintf("goto pick-r%d", n)
-			chains[fmt.Sprintf("pick-r%d", n)] = true
-		}
-		if got := k.dispatch[id]; got != pick {
-			add("%s: dispatch %q, want %q", s.Name, got, pick)
-		}
-		// No affinity here: postrouting goes by the id's class (bits
-		// 22-23: 0x80 masquerade for nat, the default; 0xc0 for
-		// nat-nosnat), without a post map entry or a post-* chain.
-		class := uint32(0x00800000)
-		if s.Method == "nat-nosnat" {
-			class = 0x00c00000
-		}
-		// (nft prints the mark as the bytes lie in memory, host order.)
-		if hid := bits.ReverseBytes32(id); hid&0xffc00000 != 0xed000000|class {
-			add("%s: id %#x, want class %#x", s.Name, hid, class)
-		}
-		if got, ok := k.post[id]; ok {
-			add("%s: post entry %q, want none", s.Name, got)
-		}
-		got := map[string]int{}
-		for b, target := range k.be[id] {
-			if int(b) >= n {
-				add("%s: bucket %d beyond %d", s.Name, b, n)
+		for _, id := range ids {
+			used[id] = true
+			wb := bucketsOf(s)
+			n := 0
+			for _, c := range wb {
+				n += c
 			}
-			got[target]++
-		}
-		if len(k.be[id]) != n || !mapsEqual(got, wb) {
-			add("%s: buckets %v, want %v", s.Name, got, wb)
+			pick := "goto nobackend"
+			if n > 0 {
+				pick = fmt.Sprintf("goto pick-r%d", n)
+				chains[fmt.Sprintf("pick-r%d", n)] = true
+			}
+			if got := k.dispatch[id]; got != pick {
+				add("%s: dispatch %q, want %q", s.Name, got, pick)
+			}
+			// No affinity here: postrouting goes by the id's class (bits
+			// 22-23: 0x80 masquerade for nat, the default; 0xc0 for
+			// nat-nosnat), without a post map entry or a post-* chain.
+			class := uint32(0x00800000)
+			if s.Method == "nat-nosnat" {
+				class = 0x00c00000
+			}
+			// (nft prints the mark as the bytes lie in memory, host order.)
+			if hid := bits.ReverseBytes32(id); hid&0xffc00000 != 0xed000000|class {
+				add("%s: id %#x, want class %#x", s.Name, hid, class)
+			}
+			if got, ok := k.post[id]; ok {
+				add("%s: post entry %q, want none", s.Name, got)
+			}
+			got := map[string]int{}
+			for b, target := range k.be[id] {
+				if int(b) >= n {
+					add("%s: bucket %d beyond %d", s.Name, b, n)
+				}
+				got[target]++
+			}
+			if len(k.be[id]) != n || !mapsEqual(got, wb) {
+				add("%s: buckets %v, want %v", s.Name, got, wb)
+			}
 		}
 	}
 	for key := range k.vip {
