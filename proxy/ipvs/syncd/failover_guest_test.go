@@ -27,7 +27,8 @@ import (
 //	client 10.0.0.100 ─┐ front (bridge in ns sw)        back (bridge in ns sw) ┌─ rs1 10.0.1.11:8080
 //	                   ├─ gwa 10.0.0.1  | 10.0.1.1 ─────────────────────────────┤
 //	                   └─ gwb 10.0.0.2  | 10.0.1.2 ─────────────────────────────┴─ rs2 10.0.1.12:8080
-//	gwa sync0 10.9.0.1 ── veth ── 10.9.0.2 sync0 gwb   (the IPVS sync link)
+//	gwa sync0 10.9.0.1 ── sync0 (bridge in ns sw) ── 10.9.0.2 sync0 gwb   (the IPVS sync link)
+//	gwa2 10.0.0.3 | 10.0.1.3 | 10.9.0.3: A back after its death, a fresh machine (phase=return)
 //
 // Both gateways run edgelb's IPVS dataplane (proxy/ipvs, method nat-nosnat:
 // classic LVS-NAT, the real servers route the client's subnet back through
@@ -47,6 +48,19 @@ const (
 
 type lab struct {
 	cl, gwa, gwb, rs1, rs2 *netns.NS
+	sw                     *netns.NS
+	port                   int
+}
+
+// plug connects n to bridge br of the switch namespace by a veth whose end
+// in n is named br, with addr on it.
+func (l *lab) plug(t *testing.T, n *netns.NS, br, addr string) {
+	t.Helper()
+	l.port++
+	p := fmt.Sprintf("p%d", l.port)
+	must(t, netns.Veth(l.sw, p, n, br))
+	must(t, l.sw.SetMaster(p, br))
+	must(t, n.AddAddr(br, netip.MustParsePrefix(addr)))
 }
 
 func must(t *testing.T, err error) {
@@ -62,27 +76,19 @@ func buildLab(t *testing.T) *lab {
 		cl: netns.NewT(t, "cl"), gwa: netns.NewT(t, "gwa"), gwb: netns.NewT(t, "gwb"),
 		rs1: netns.NewT(t, "rs1"), rs2: netns.NewT(t, "rs2"),
 	}
-	sw := netns.NewT(t, "sw")
-	must(t, sw.Bridge("front"))
-	must(t, sw.Bridge("back"))
-	port := 0
-	plug := func(n *netns.NS, br, addr string) {
-		port++
-		p := fmt.Sprintf("p%d", port)
-		must(t, netns.Veth(sw, p, n, br))
-		must(t, sw.SetMaster(p, br))
-		must(t, n.AddAddr(br, netip.MustParsePrefix(addr)))
+	l.sw = netns.NewT(t, "sw")
+	for _, br := range []string{"front", "back", "sync0"} {
+		must(t, l.sw.Bridge(br))
 	}
-	plug(l.cl, "front", "10.0.0.100/24")
-	plug(l.gwa, "front", "10.0.0.1/24")
-	plug(l.gwb, "front", "10.0.0.2/24")
-	plug(l.gwa, "back", "10.0.1.1/24")
-	plug(l.gwb, "back", "10.0.1.2/24")
-	plug(l.rs1, "back", "10.0.1.11/24")
-	plug(l.rs2, "back", "10.0.1.12/24")
-	must(t, netns.Veth(l.gwa, "sync0", l.gwb, "sync0"))
-	must(t, l.gwa.AddAddr("sync0", netip.MustParsePrefix("10.9.0.1/24")))
-	must(t, l.gwb.AddAddr("sync0", netip.MustParsePrefix("10.9.0.2/24")))
+	l.plug(t, l.cl, "front", "10.0.0.100/24")
+	l.plug(t, l.gwa, "front", "10.0.0.1/24")
+	l.plug(t, l.gwb, "front", "10.0.0.2/24")
+	l.plug(t, l.gwa, "back", "10.0.1.1/24")
+	l.plug(t, l.gwb, "back", "10.0.1.2/24")
+	l.plug(t, l.rs1, "back", "10.0.1.11/24")
+	l.plug(t, l.rs2, "back", "10.0.1.12/24")
+	l.plug(t, l.gwa, "sync0", "10.9.0.1/24")
+	l.plug(t, l.gwb, "sync0", "10.9.0.2/24")
 	// Owner A: the client reaches the VIP through A, the servers answer through A.
 	must(t, l.cl.AddRoute(netip.MustParsePrefix(vip+"/32"), netip.MustParseAddr("10.0.0.1")))
 	for _, rs := range []*netns.NS{l.rs1, l.rs2} {
@@ -197,25 +203,29 @@ func ipvsConns(t *testing.T, n *netns.NS) int {
 // gateway A; A dies (all links down); the VIP moves to B. With the sync
 // daemons (master+backup on both) B has A's connection entries and at least
 // 99 of 100 keep receiving data; without them (baseline) B has none and the
-// connections die (B's IPVS does not schedule a mid-stream segment: the
-// local stack answers it with a reset).
+// connections die. Then A comes back as a fresh machine (a new namespace:
+// an empty IPVS table), learns the connections from B's master, and the VIP
+// moves back to it (phase=return).
 func TestIPVSGuestSyncFailover(t *testing.T) {
 	netns.RequireRoot(t)
 	for _, c := range []struct {
-		sync  bool
-		loose string // B's net.netfilter.nf_conntrack_tcp_loose
-	}{{true, "1"}, {false, "1"}, {true, "0"}} {
+		sync   bool
+		loose  string // B's net.netfilter.nf_conntrack_tcp_loose
+		back   bool   // also the return phase
+		assert bool
+	}{{true, "1", true, true}, {false, "1", false, false}, {true, "0", false, false}} {
 		name := fmt.Sprintf("sync=%s,tcp_loose=%s", onOff(c.sync), c.loose)
 		t.Run(name, func(t *testing.T) {
-			kept, p50, p99, n := runFailover(t, c.sync, c.loose)
-			line := fmt.Sprintf("MEASURED ipvs-sync-failover sync=%s tcp_loose=%s kept=%d/%d gap_p50_ms=%d gap_p99_ms=%d",
-				onOff(c.sync), c.loose, kept, n, p50.Milliseconds(), p99.Milliseconds())
-			t.Logf("%s (load %s)", line, netns.Loadavg())
-			fmt.Println(line)
-			// The proof is the default case; the tcp_loose=0 run only
-			// reports whether B needs conntrack's mid-stream pickup.
-			if c.sync && c.loose == "1" && kept < 99 {
-				t.Fatalf("with the sync daemon %d of %d connections survived; want >= 99", kept, n)
+			for _, r := range runFailover(t, c.sync, c.loose, c.back) {
+				line := fmt.Sprintf("MEASURED ipvs-sync-failover sync=%s tcp_loose=%s phase=%s kept=%d/%d gap_p50_ms=%d gap_p99_ms=%d",
+					onOff(c.sync), c.loose, r.phase, r.kept, nConns, r.p50.Milliseconds(), r.p99.Milliseconds())
+				t.Logf("%s (load %s)", line, netns.Loadavg())
+				fmt.Println(line)
+				// The proof is the default case; the tcp_loose=0 run only
+				// reports whether B needs conntrack's mid-stream pickup.
+				if c.assert && r.kept < 99 {
+					t.Errorf("phase %s: with the sync daemons %d of %d connections survived; want >= 99", r.phase, r.kept, nConns)
+				}
 			}
 		})
 	}
@@ -242,103 +252,82 @@ func ctEntries(t *testing.T, n *netns.NS) int {
 	return strings.Count(string(b), fmt.Sprintf("dport=%d ", vipPort))
 }
 
-func runFailover(t *testing.T, withSync bool, loose string) (kept int, p50, p99 time.Duration, n int) {
-	l := buildLab(t)
-	must(t, l.gwb.Sysctl("net.netfilter.nf_conntrack_tcp_loose", loose))
-	ctx := context.Background()
-	svc := proxy.Service{Name: "lab/stream", VIP: netip.MustParseAddr(vip), Port: vipPort, Protocol: proxy.TCP,
-		Scheduler: proxy.RoundRobin, Method: proxy.NATNoSNAT, Backends: []proxy.Backend{
-			{Addr: netip.MustParseAddrPort(fmt.Sprintf("10.0.1.11:%d", rsPort)), Weight: 1},
-			{Addr: netip.MustParseAddrPort(fmt.Sprintf("10.0.1.12:%d", rsPort)), Weight: 1},
-		}}
-	for _, gw := range []*netns.NS{l.gwa, l.gwb} {
-		d, err := ipvs.New(ipvs.Options{NetNS: "/run/netns/" + gw.Name, Logf: t.Logf, CallTimeout: 30 * time.Second})
-		must(t, err)
-		t.Cleanup(func() { d.Cleanup(ctx); d.Close() })
-		must(t, d.Apply(ctx, proxy.Config{Services: []proxy.Service{svc}}))
-		if withSync {
-			k, err := syncd.Open("/run/netns/" + gw.Name)
-			must(t, err)
-			s := syncd.Syncer{K: k}
-			p := &syncd.Params{Interface: "sync0", SyncID: 1}
-			must(t, s.Set(syncd.Desired{Master: p, Backup: p}))
-			t.Cleanup(func() { _ = s.Set(syncd.Desired{}); k.Close() })
-		}
-	}
-	t.Logf("lab built, dataplanes applied on both gateways (sync %v)", withSync)
-	stop := make(chan struct{})
-	t.Cleanup(func() { close(stop) })
-	streamServer(t, l.rs1, stop)
-	streamServer(t, l.rs2, stop)
+var svc = proxy.Service{Name: "lab/stream", VIP: netip.MustParseAddr(vip), Port: vipPort, Protocol: proxy.TCP,
+	Scheduler: proxy.RoundRobin, Method: proxy.NATNoSNAT, Backends: []proxy.Backend{
+		{Addr: netip.MustParseAddrPort(fmt.Sprintf("10.0.1.11:%d", rsPort)), Weight: 1},
+		{Addr: netip.MustParseAddrPort(fmt.Sprintf("10.0.1.12:%d", rsPort)), Weight: 1},
+	}}
 
-	var failMu sync.Mutex
-	var failAt time.Time
-	getFail := func() time.Time { failMu.Lock(); defer failMu.Unlock(); return failAt }
-	readers := make([]*reader, nConns)
-	for i := range readers {
-		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		c, err := l.cl.DialContext(dctx, "tcp", fmt.Sprintf("%s:%d", vip, vipPort))
-		cancel()
+// gateway programs edgelb's IPVS dataplane in gw and, with sync, starts the
+// master and the backup on sync0.
+func gateway(t *testing.T, gw *netns.NS, withSync bool) {
+	t.Helper()
+	ctx := context.Background()
+	d, err := ipvs.New(ipvs.Options{NetNS: "/run/netns/" + gw.Name, Logf: t.Logf, CallTimeout: 30 * time.Second})
+	must(t, err)
+	t.Cleanup(func() { d.Cleanup(ctx); d.Close() })
+	must(t, d.Apply(ctx, proxy.Config{Services: []proxy.Service{svc}}))
+	if withSync {
+		k, err := syncd.Open("/run/netns/" + gw.Name)
 		must(t, err)
-		t.Cleanup(func() { c.Close() })
-		readers[i] = &reader{}
-		go readers[i].run(c, getFail)
+		s := syncd.Syncer{K: k}
+		p := &syncd.Params{Interface: "sync0", SyncID: 1}
+		must(t, s.Set(syncd.Desired{Master: p, Backup: p}))
+		t.Cleanup(func() { _ = s.Set(syncd.Desired{}); k.Close() })
 	}
-	t.Logf("%d connections open", nConns)
-	// Let every connection carry data and, with sync, reach B's table: a
-	// connection is synced on its 3rd incoming packet and the master sends
-	// its buffer at least every 2 s.
+}
+
+type result struct {
+	phase    string
+	kept     int
+	p50, p99 time.Duration
+}
+
+// phaseClock is when the current move began, read by every reader.
+type phaseClock struct {
+	mu sync.Mutex
+	at time.Time
+}
+
+func (c *phaseClock) get() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.at }
+func (c *phaseClock) set(t time.Time) { c.mu.Lock(); c.at = t; c.mu.Unlock() }
+
+// waitTable waits until n's IPVS table holds want established connections
+// (at most 60 s; a sync that does not carry them fails the test).
+func waitTable(t *testing.T, n *netns.NS, want int, what string) {
+	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		time.Sleep(time.Second)
-		a, b := ipvsConns(t, l.gwa), ipvsConns(t, l.gwb)
-		if !withSync && time.Now().After(deadline.Add(-55*time.Second)) {
-			t.Logf("before failover: A has %d established IPVS connections, B %d", a, b)
-			break
-		}
-		if withSync && b >= nConns {
-			t.Logf("before failover: A has %d established IPVS connections, B %d (synced)", a, b)
-			break
+		got := ipvsConns(t, n)
+		if got >= want {
+			t.Logf("%s: %d established IPVS connections (synced)", what, got)
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("B's table has %d of %d connections after 60 s (A has %d): the sync did not carry them", b, nConns, a)
+			t.Fatalf("%s: %d of %d connections after 60 s: the sync did not carry them", what, got, want)
 		}
 	}
-	for i, r := range readers {
-		r.mu.Lock()
-		if r.err != nil || r.last.IsZero() {
-			t.Fatalf("connection %d not streaming before the failover: %v", i, r.err)
-		}
-		r.mu.Unlock()
-	}
+}
 
-	ctBefore := ctEntries(t, l.gwb)
-	// A dies: every link down; the VIP and the servers' return path move to B.
-	failMu.Lock()
-	failAt = time.Now()
-	failMu.Unlock()
-	linksDown(t, l.gwa)
-	l.moveTo(t, "10.0.0.2", "10.0.1.2")
-	t.Logf("failover done in %s", time.Since(failAt).Round(time.Millisecond))
-
-	// Observe 10 s: a connection is kept when it had no error and received
-	// data in the last 2 s of the window.
+// observe waits 10 s after a move and counts the connections that had no
+// error and received data in the last 2 s, and their longest silence since
+// the move.
+func observe(t *testing.T, readers []*reader, phase string, verbose bool) result {
 	time.Sleep(10 * time.Second)
 	end := time.Now()
+	r := result{phase: phase}
 	var gaps []time.Duration
-	for i, r := range readers {
-		r.mu.Lock()
-		ok := r.err == nil && end.Sub(r.last) < 2*time.Second
-		if ok {
-			kept++
-			gaps = append(gaps, r.maxGap)
-		} else if i < 5 || withSync {
-			t.Logf("connection %d lost: last data %s before the end, err %v", i, end.Sub(r.last).Round(time.Millisecond), r.err)
+	for i, rd := range readers {
+		rd.mu.Lock()
+		if rd.err == nil && end.Sub(rd.last) < 2*time.Second {
+			r.kept++
+			gaps = append(gaps, rd.maxGap)
+		} else if i < 5 || verbose {
+			t.Logf("%s: connection %d lost: last data %s before the end, err %v", phase, i, end.Sub(rd.last).Round(time.Millisecond), rd.err)
 		}
-		r.mu.Unlock()
+		rd.mu.Unlock()
 	}
-	t.Logf("after failover: B has %d established IPVS connections, %d conntrack entries to port %d (before: %d)",
-		ipvsConns(t, l.gwb), ctEntries(t, l.gwb), vipPort, ctBefore)
 	sort.Slice(gaps, func(i, j int) bool { return gaps[i] < gaps[j] })
 	pct := func(q float64) time.Duration {
 		if len(gaps) == 0 {
@@ -350,5 +339,85 @@ func runFailover(t *testing.T, withSync bool, loose string) (kept int, p50, p99 
 		}
 		return gaps[i]
 	}
-	return kept, pct(0.50), pct(0.99), nConns
+	r.p50, r.p99 = pct(0.50), pct(0.99)
+	return r
+}
+
+func runFailover(t *testing.T, withSync bool, loose string, back bool) []result {
+	l := buildLab(t)
+	must(t, l.gwb.Sysctl("net.netfilter.nf_conntrack_tcp_loose", loose))
+	gateway(t, l.gwa, withSync)
+	gateway(t, l.gwb, withSync)
+	t.Logf("lab built, dataplanes applied on both gateways (sync %v)", withSync)
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	streamServer(t, l.rs1, stop)
+	streamServer(t, l.rs2, stop)
+
+	var clock phaseClock
+	readers := make([]*reader, nConns)
+	for i := range readers {
+		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		c, err := l.cl.DialContext(dctx, "tcp", fmt.Sprintf("%s:%d", vip, vipPort))
+		cancel()
+		must(t, err)
+		t.Cleanup(func() { c.Close() })
+		readers[i] = &reader{}
+		go readers[i].run(c, clock.get)
+	}
+	t.Logf("%d connections open", nConns)
+	// Let every connection carry data and, with sync, reach B's table: a
+	// connection is synced on its 3rd incoming packet and the master sends
+	// its buffer at least every 2 s.
+	if withSync {
+		waitTable(t, l.gwb, nConns, "B before the failover")
+	} else {
+		time.Sleep(5 * time.Second)
+	}
+	t.Logf("before failover: A has %d established IPVS connections, B %d", ipvsConns(t, l.gwa), ipvsConns(t, l.gwb))
+	for i, r := range readers {
+		r.mu.Lock()
+		if r.err != nil || r.last.IsZero() {
+			t.Fatalf("connection %d not streaming before the failover: %v", i, r.err)
+		}
+		r.mu.Unlock()
+	}
+
+	// A dies: every link down; the VIP and the servers' return path move to B.
+	ctBefore := ctEntries(t, l.gwb)
+	t0 := time.Now()
+	clock.set(t0)
+	linksDown(t, l.gwa)
+	l.moveTo(t, "10.0.0.2", "10.0.1.2")
+	t.Logf("failover done in %s", time.Since(t0).Round(time.Millisecond))
+	fail := observe(t, readers, "fail", withSync)
+	t.Logf("after failover: B has %d established IPVS connections, %d conntrack entries to port %d (before: %d)",
+		ipvsConns(t, l.gwb), ctEntries(t, l.gwb), vipPort, ctBefore)
+	out := []result{fail}
+	if !back {
+		return out
+	}
+
+	// A comes back as a fresh machine: a new namespace (an empty IPVS
+	// table) with new addresses, the same service, master and backup. Its
+	// backup learns the connections from B's master, which sends each one
+	// again every 50 incoming packets (sync_threshold 3 50: ~10 s here).
+	a2 := netns.NewT(t, "gwa2")
+	l.plug(t, a2, "front", "10.0.0.3/24")
+	l.plug(t, a2, "back", "10.0.1.3/24")
+	l.plug(t, a2, "sync0", "10.9.0.3/24")
+	gateway(t, a2, withSync)
+	waitTable(t, a2, fail.kept, "A (back, fresh) before the return")
+	t1 := time.Now()
+	clock.set(t1)
+	for _, r := range readers {
+		r.mu.Lock()
+		r.maxGap = 0
+		r.mu.Unlock()
+	}
+	l.moveTo(t, "10.0.0.3", "10.0.1.3")
+	t.Logf("return done in %s (B stays up)", time.Since(t1).Round(time.Millisecond))
+	ret := observe(t, readers, "return", withSync)
+	t.Logf("after return: A has %d established IPVS connections", ipvsConns(t, a2))
+	return append(out, ret)
 }
