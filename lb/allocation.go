@@ -208,3 +208,35 @@ func cloneSelectors(ss []LabelSelector) []LabelSelector {
 	}
 	return out
 }
+
+// Normalize drops empty lists and maps (nil and empty mean the same; one
+// form lets parsed and rendered allocations compare equal).
+func (a *ServiceAllocation) Normalize() {
+	if a == nil {
+		return
+	}
+	if len(a.Namespaces) == 0 {
+		a.Namespaces = nil
+	}
+	norm := func(ss []LabelSelector) []LabelSelector {
+		if len(ss) == 0 {
+			return nil
+		}
+		for i := range ss {
+			if len(ss[i].MatchLabels) == 0 {
+				ss[i].MatchLabels = nil
+			}
+			if len(ss[i].MatchExpressions) == 0 {
+				ss[i].MatchExpressions = nil
+			}
+			for j := range ss[i].MatchExpressions {
+				if len(ss[i].MatchExpressions[j].Values) == 0 {
+					ss[i].MatchExpressions[j].Values = nil
+				}
+			}
+		}
+		return ss
+	}
+	a.NamespaceSelectors = norm(a.NamespaceSelectors)
+	a.ServiceSelectors = norm(a.ServiceSelectors)
+}

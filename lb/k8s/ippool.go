@@ -51,11 +51,16 @@ func poolFromObject(u *unstructured.Unstructured) (lb.Pool, error) {
 	if v, ok, _ := unstructured.NestedInt64(u.Object, "spec", "advertisement", "aggregationLength"); ok {
 		adv.AggregationLen = int(v)
 	}
-	if m, ok, _ := unstructured.NestedMap(u.Object, "spec", "serviceAllocation"); ok {
+	if v, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "serviceAllocation"); ok && v != nil {
+		m, isMap := v.(map[string]any)
+		if !isMap {
+			return p, &lb.FieldError{Field: "spec.serviceAllocation", Value: fmt.Sprint(v), Err: errors.New("want an object")}
+		}
 		var sa lb.ServiceAllocation
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(m, &sa, true); err != nil {
 			return p, &lb.FieldError{Field: "spec.serviceAllocation", Err: err}
 		}
+		sa.Normalize()
 		p.Allocation = &sa
 	}
 	if err := p.Validate(); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/edgelb/edgelb/lb"
 )
@@ -120,4 +121,38 @@ func TestPoolServiceAllocation(t *testing.T) {
 	if _, err = poolFromObject(bad); !errors.As(err, &fe) || fe.Field != "spec.serviceAllocation" {
 		t.Fatalf("priority as a string: %v", err)
 	}
+}
+
+// FuzzPoolServiceAllocation: any serviceAllocation JSON in an IPPool is
+// either a pool the validator accepts (and that renders back to the same
+// allocation) or a FieldError under spec.serviceAllocation; never a panic.
+func FuzzPoolServiceAllocation(f *testing.F) {
+	for _, s := range []string{`{"priority":5}`, `{"namespaces":["a","b"]}`, `{"priority":-1}`,
+		`{"namespaceSelectors":[{"matchLabels":{"team":"blue"}}]}`, `{"serviceSelectors":[{"matchExpressions":[{"key":"app","operator":"In","values":["x"]}]}]}`,
+		`{"serviceSelectors":[{"matchExpressions":[{"key":"app","operator":"Equals"}]}]}`, `{"priority":"x"}`, `{"nope":1}`, `[]`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, js string) {
+		var sa any
+		if err := utiljson.Unmarshal([]byte(js), &sa); err != nil {
+			return
+		}
+		u := poolObj("fz", 0, "192.0.2.0/28")
+		_ = unstructured.SetNestedField(u.Object, sa, "spec", "serviceAllocation")
+		p, err := poolFromObject(u)
+		if err != nil {
+			var fe *lb.FieldError
+			if !errors.As(err, &fe) || !strings.HasPrefix(fe.Field, "spec.serviceAllocation") {
+				t.Fatalf("error %v is not a FieldError on spec.serviceAllocation", err)
+			}
+			return
+		}
+		if _, isMap := sa.(map[string]any); !isMap || p.Validate() != nil {
+			t.Fatalf("accepted %s as %+v", js, p.Allocation)
+		}
+		back, err := poolFromObject(poolToObject(p))
+		if err != nil || !reflect.DeepEqual(back.Allocation, p.Allocation) {
+			t.Fatalf("round trip of %s: %+v, %v", js, back.Allocation, err)
+		}
+	})
 }
