@@ -46,12 +46,15 @@ func toAPIError(err error, log *slog.Logger) *APIError {
 		return &APIError{Status: http.StatusBadRequest, Message: fe.Error(), Field: fe.Field, Value: fe.Value}
 	case errors.As(err, &ce):
 		return &APIError{Status: http.StatusConflict, Message: ce.Reason, Field: ce.Field, Value: ce.Value}
-	case errors.Is(err, store.ErrUnavailable), errors.Is(err, store.ErrStale):
-		// A fleet's shared store without quorum (or a write that kept
-		// losing the race to other gateways): nothing is written, what is
-		// programmed keeps forwarding; try again.
+	case errors.Is(err, store.ErrUnavailable):
+		// A fleet's shared store without quorum: nothing is written, what
+		// is programmed keeps forwarding.
 		return &APIError{Status: http.StatusServiceUnavailable, Message: "not written: " + err.Error() +
 			"; forwarding of what is programmed goes on, try again when the store is back"}
+	case errors.Is(err, store.ErrStale):
+		// Other gateways' writes kept winning the race for the fleet's store.
+		return &APIError{Status: http.StatusServiceUnavailable, Message: "not written: " + err.Error() +
+			" (other gateways kept writing first); try again"}
 	case errors.Is(err, lb.ErrNotFound):
 		return &APIError{Status: http.StatusNotFound, Message: err.Error()}
 	case errors.Is(err, lb.ErrConflict), errors.Is(err, lb.ErrExhausted):

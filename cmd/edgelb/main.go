@@ -28,6 +28,7 @@ var commands = []command{
 	{"status", "an ipvsadm -ln-like table of VIPs, backends, connections and health from the REST API", cmdStatus},
 	{"pools", "REST client: pools get|apply -f|delete", cmdPools},
 	{"services", "REST client: services get|apply -f|delete", cmdServices},
+	{"store", "store copy --from bbolt:PATH --to etcd:URL: move a gateway's state into a fleet's etcd", cmdStore},
 	{"migrate", "convert MetalLB objects or a keepalived.conf into edgelb configuration, with a report", cmdMigrate},
 	{"version", "print the version", cmdVersion},
 }

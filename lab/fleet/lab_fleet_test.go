@@ -221,6 +221,7 @@ func newLab(t *testing.T) *lab {
 	for i := range 3 {
 		l.startMember(i)
 	}
+	l.waitEtcd(30 * time.Second)
 	if err := os.WriteFile(filepath.Join(l.dir, "token"), []byte(token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -408,4 +409,46 @@ func kernelVIPs(ns *netns.NS) (map[netip.Addr]bool, error) {
 		}
 	}
 	return out, nil
+}
+
+// etcdGet sends GET path to member i's client port (from its namespace).
+func (l *lab) etcdGet(i int, path string) (int, string, error) {
+	resp, err := l.members[i].HTTPClient(2 * time.Second).Get("http://" + memberAddr(i) + ":2379" + path)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+// waitEtcd waits until every running member says it is healthy (quorum).
+func (l *lab) waitEtcd(limit time.Duration) {
+	l.t.Helper()
+	deadline := time.Now().Add(limit)
+	for i := range 3 {
+		for {
+			code, body, err := l.etcdGet(i, "/health")
+			if err == nil && code == http.StatusOK && strings.Contains(body, `"health":"true"`) {
+				break
+			}
+			if time.Now().After(deadline) {
+				l.t.Fatalf("etcd m%d not healthy: %d %s %v\n%s", i, code, body, err, l.etcd[i].log.tail(20))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// leader is the index of the member that says it leads (-1: none).
+func (l *lab) leader() int {
+	for i := range 3 {
+		if !l.etcd[i].running() {
+			continue
+		}
+		if _, body, err := l.etcdGet(i, "/metrics"); err == nil && strings.Contains(body, "\netcd_server_is_leader 1") {
+			return i
+		}
+	}
+	return -1
 }

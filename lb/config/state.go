@@ -131,3 +131,11 @@ func checkEndpoint(s string) error {
 	}
 	return nil
 }
+
+// ValidateState checks the state section alone (`edgelb store copy`
+// checks its --to with the rule the config file's endpoints follow).
+func (c *Config) ValidateState() error {
+	var col collector
+	c.validateState(&col)
+	return col.err("")
+}

@@ -27,7 +27,11 @@ func (e *Engine) poolStatus(name string) lb.PoolStatus {
 
 func (e *Engine) serviceStatus(name string) lb.ServiceStatus {
 	s := e.svcs[name]
-	return lb.ServiceStatus{Spec: store.CloneSpec(s.Spec), VIPs: e.alloc.IPs(name), Pending: s.pending, Failed: e.refused[name]}
+	failed := e.refused[name]
+	if failed == "" {
+		failed = e.disagree[name] // fleet: this gateway's config file says otherwise (fleet.go)
+	}
+	return lb.ServiceStatus{Spec: store.CloneSpec(s.Spec), VIPs: e.alloc.IPs(name), Pending: s.pending, Failed: failed}
 }
 
 func notFound(kind, name string) error {
@@ -304,6 +308,9 @@ func (e *Engine) SyncConfig(ctx context.Context, pools []lb.Pool, services []lb.
 	specs := make([]lb.ServiceSpec, len(services))
 	for i := range services {
 		specs[i] = store.CloneSpec(services[i])
+	}
+	if e.opts.Fleet {
+		return e.seedConfig(ctx, pools, specs)
 	}
 	return e.do(ctx, func() error {
 		t := e.begin()

@@ -18,7 +18,8 @@ import (
 
 // refuseConfigOrigin returns the 409 for a REST write to a config-file object.
 func (e *Engine) refuseConfigOrigin(kind, name string, origin store.Origin) error {
-	if origin != store.OriginConfig {
+	if origin != store.OriginConfig || e.opts.Fleet {
+		// A fleet's store is the truth; files only seed it (fleet.go).
 		return nil
 	}
 	file := e.opts.ConfigFile

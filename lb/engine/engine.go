@@ -47,6 +47,12 @@ type Options struct {
 	// never reaches Apply (issue 14: one lc service over REST made nftables
 	// refuse the whole configuration). Errors wrap proxy.ErrUnsupported.
 	Check func(proxy.Service) error
+	// Fleet: the store is shared by a fleet of gateways (etcd). The config
+	// file then seeds pools and services instead of owning them (fleet.go).
+	Fleet bool
+	// StaleRetries bounds how often one operation is retried after another
+	// gateway committed first; zero means 50 (fleet.go).
+	StaleRetries int
 	// ConfigFile names the config file in the 409 that refuses a REST
 	// write to a pool or service from it ("" says "the config file").
 	ConfigFile string
@@ -95,6 +101,7 @@ type Engine struct {
 	rendered  map[string]*rendered               // per-service desired state (desired.go)
 	order     []string                           // sorted service names; nil: recompute
 	refused   map[string]string                  // service → why the dataplane refused it (SetRefused)
+	disagree  map[string]string                  // fleet: service → how this gateway's config file differs
 }
 
 // service is a stored service and what became of it.

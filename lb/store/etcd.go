@@ -67,7 +67,10 @@ type EtcdOptions struct {
 	Timeout time.Duration
 	// ProbeInterval is how often quorum is checked; zero means 1 s.
 	ProbeInterval time.Duration
-	Logger        *slog.Logger
+	// StartTimeout bounds the wait for the cluster in OpenEtcd (it fails
+	// with ErrUnavailable after it); zero means 60 s.
+	StartTimeout time.Duration
+	Logger       *slog.Logger
 }
 
 // Etcd is the Store on an etcd cluster shared by a fleet of gateways.
@@ -92,9 +95,9 @@ type Etcd struct {
 var _ Shared = (*Etcd)(nil)
 
 // OpenEtcd connects, checks (or writes) the schema and starts the watch
-// and the quorum probe. It fails only on a schema from a newer edgelb or a
-// malformed option: an unreachable cluster is a state the gateway runs in
-// (forwarding what it had, writes refused) until it comes back.
+// and the quorum probe. It waits up to StartTimeout for the cluster to
+// answer; once running, an unreachable cluster is a state the gateway runs
+// in (forwarding what it has, writes refused) until it comes back.
 func OpenEtcd(o EtcdOptions) (*Etcd, error) {
 	if len(o.Endpoints) == 0 {
 		return nil, errors.New("etcd store: no endpoints")
@@ -104,6 +107,9 @@ func OpenEtcd(o EtcdOptions) (*Etcd, error) {
 	}
 	if o.ProbeInterval == 0 {
 		o.ProbeInterval = time.Second
+	}
+	if o.StartTimeout == 0 {
+		o.StartTimeout = time.Minute
 	}
 	log := o.Logger
 	if log == nil {
@@ -123,13 +129,22 @@ func OpenEtcd(o EtcdOptions) (*Etcd, error) {
 	s.force.Store(true)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
-	switch err := s.checkSchema(ctx); {
-	case err == nil:
-		s.health.Store(nil)
-	case !errors.Is(err, ErrUnavailable):
-		cancel()
-		cli.Close()
-		return nil, err
+	// Wait for the cluster at start: without the fleet's state there is
+	// nothing this gateway could serve or allocate correctly.
+	deadline := time.Now().Add(o.StartTimeout)
+	for {
+		err := s.checkSchema(ctx)
+		if err == nil {
+			s.health.Store(nil)
+			break
+		}
+		if !errors.Is(err, ErrUnavailable) || time.Now().After(deadline) {
+			cancel()
+			cli.Close()
+			return nil, err
+		}
+		log.Warn("etcd store not reachable yet: waiting", "err", err)
+		time.Sleep(500 * time.Millisecond)
 	}
 	s.wg.Add(2)
 	go s.watch(ctx)

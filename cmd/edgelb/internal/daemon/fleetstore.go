@@ -1,9 +1,6 @@
 package daemon
 
 import (
-	"crypto/tls"
-	"crypto/x509"
-	"fmt"
 	"log/slog"
 	"os"
 
@@ -20,7 +17,7 @@ func openStore(cfg *config.Config, log *slog.Logger) (store.Store, error) {
 		return openBolt(cfg, log)
 	}
 	et := cfg.State.Etcd
-	tc, err := etcdTLS(et)
+	tc, err := store.EtcdTLS("state.tls.", et.CA, et.Cert, et.Key)
 	if err != nil {
 		return nil, err
 	}
@@ -32,31 +29,4 @@ func openStore(cfg *config.Config, log *slog.Logger) (store.Store, error) {
 	}
 	log.Info("state in etcd, shared by the fleet", "endpoints", et.Endpoints, "prefix", et.Prefix)
 	return st, nil
-}
-
-// etcdTLS builds the client's TLS from state.tls (nil: none configured
-// and every endpoint plain http).
-func etcdTLS(et *config.Etcd) (*tls.Config, error) {
-	if et.CA == "" && et.Cert == "" {
-		return nil, nil
-	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if et.CA != "" {
-		pem, err := os.ReadFile(et.CA)
-		if err != nil {
-			return nil, fmt.Errorf("state.tls.ca: %w", err)
-		}
-		tc.RootCAs = x509.NewCertPool()
-		if !tc.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("state.tls.ca %s: no PEM certificate in it", et.CA)
-		}
-	}
-	if et.Cert != "" {
-		c, err := tls.LoadX509KeyPair(et.Cert, et.Key)
-		if err != nil {
-			return nil, fmt.Errorf("state.tls.cert/key: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{c}
-	}
-	return tc, nil
 }

@@ -70,6 +70,7 @@ func standaloneWriter(cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus
 		Methods:       engineMethods(cfg),
 		Check:         engineCheck(cfg),
 		ConfigFile:    cfg.File,
+		Fleet:         cfg.State.Type == config.StateEtcd,
 		Logger:        log.With("component", "engine"),
 	})
 	if err != nil {
