@@ -519,13 +519,14 @@ func (a *Announcer) viewLocked(now time.Time) view {
 	v := view{Self: a.name, VIPs: a.vips, Claimed: a.claimed,
 		Ready: a.healthy && a.uplink && a.settled && !a.closing, Fresh: map[netip.Addr]bool{}}
 	if len(a.sources) > 0 {
+		// One owner for every VIP and source address, both families: the
+		// connection-state sync is primary-backup (conntrack-tools), and a
+		// gateway primary for one family only would commit, flush and
+		// resend the other family's connections it does not carry.
+		k := sortedAddrs(a.sources)[0]
 		v.Key = map[netip.Addr]netip.Addr{}
 		for _, vip := range a.vips {
-			for s := range a.sources {
-				if s.Is4() == vip.Is4() {
-					v.Key[vip] = s
-				}
-			}
+			v.Key[vip] = k
 		}
 	}
 	// Rule 5 bookkeeping: eligibility starts now for VIPs that just became

@@ -30,10 +30,11 @@ type Config struct {
 	GARPInterval time.Duration
 	Logger       *slog.Logger
 	// SourceAddresses (at most one per family) float with the VIPs: each is
-	// answered for like a VIP, on SourceInterface, and every VIP of its
-	// family is owned together with it (the rendezvous key of those VIPs is
-	// the source address), so that the gateway translating to it is the
-	// one the backends' replies reach.
+	// answered for like a VIP, on SourceInterface, and every VIP is owned
+	// together with them (the rendezvous key of every VIP and source
+	// address is the lowest source address), so that the gateway
+	// translating to them is the one the backends' replies reach, and one
+	// gateway is the state sync's primary.
 	SourceAddresses []netip.Addr
 	// SourceInterface is the backend segment ("" = Interface). SourceARP and
 	// SourceNDP answer there when it differs (nil = the real responders).

@@ -11,9 +11,9 @@ import (
 	"github.com/edgelb/edgelb/announce"
 )
 
-// With a floating source address every VIP of its family has one owner:
-// the rendezvous winner of the source address; VIPs of the other family
-// still spread.
+// VIPs keyed to a source address (view.Key; the announcer keys every VIP to
+// the lowest source address) have one owner, the rendezvous winner of the
+// key; VIPs without a key still spread.
 func TestDecideSourceAddressGroupsItsFamily(t *testing.T) {
 	src := netip.MustParseAddr("198.51.100.250")
 	names := []string{"gw1", "gw2", "gw3"}

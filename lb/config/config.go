@@ -77,8 +77,8 @@ type L2 struct {
 	// SourceAddresses (at most one per family) float with the VIPs: the
 	// gateway owning the VIPs answers ARP/NDP for them on SourceInterface,
 	// method nat translates to them instead of the gateway's own address,
-	// and backends of nat-nosnat route replies through them. Every VIP of
-	// a family is then owned together with that family's source address.
+	// and backends of nat-nosnat route replies through them. Every L2 VIP
+	// is then owned together with them: one gateway carries them all.
 	SourceAddresses []netip.Addr
 	// SourceInterface is the backend segment ("" = Interface).
 	SourceInterface string
