@@ -40,6 +40,9 @@ func HostFindings(cfg *config.Config, src hostcheck.Source) ([]hostcheck.Finding
 		out = append(out, nftSchedulerFindings(cfg)...)
 	}
 	out = append(out, stateSyncFindings(cfg, linkExists)...)
+	if mode == config.ModeIPVS {
+		out = append(out, ipvsStateSyncFindings(cfg)...)
+	}
 	return out, nil
 }
 

@@ -210,6 +210,24 @@ func stateSyncFindings(cfg *config.Config, linkExists func(string) bool) []hostc
 	return out
 }
 
+// ipvsStateSyncFindings: dataplane auto chose IPVS, which neither conntrackd
+// (it syncs the nftables dataplane's conntrack entries) nor the floating
+// source address serves; validation refuses them with an explicit mode ipvs.
+func ipvsStateSyncFindings(cfg *config.Config) []hostcheck.Finding {
+	var out []hostcheck.Finding
+	if cfg.StateSync.Conntrackd != nil {
+		out = append(out, hostcheck.Finding{Severity: hostcheck.Error, Code: "statesync-dataplane",
+			Message: "stateSync.conntrackd syncs the nftables dataplane, but the IPVS dataplane would run",
+			Fix:     "set dataplane.mode: nftables"})
+	}
+	if l2 := cfg.Announce.L2; l2 != nil && len(l2.SourceAddresses) > 0 {
+		out = append(out, hostcheck.Finding{Severity: hostcheck.Error, Code: "source-dataplane",
+			Message: "announce.l2.sourceAddresses are translated to by the nftables dataplane, but the IPVS dataplane would run",
+			Fix:     "set dataplane.mode: nftables"})
+	}
+	return out
+}
+
 func linkExists(name string) bool {
 	_, err := netlink.LinkByName(name)
 	return err == nil

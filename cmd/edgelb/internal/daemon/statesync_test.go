@@ -57,6 +57,21 @@ func TestStateSyncFindings(t *testing.T) {
 	}
 }
 
+func TestIPVSStateSyncFindings(t *testing.T) {
+	cfg, err := config.Parse([]byte(syncBase + "announce: {l2: {interface: eth0, sourceAddresses: [198.51.100.250]}}\nstateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var codes []string
+	for _, f := range ipvsStateSyncFindings(cfg) {
+		codes = append(codes, f.Severity.String()+" "+f.Code)
+	}
+	want := []string{hostcheck.Error.String() + " statesync-dataplane", hostcheck.Error.String() + " source-dataplane"}
+	if !slices.Equal(codes, want) {
+		t.Fatalf("findings %q, want %q", codes, want)
+	}
+}
+
 func TestSyncReporter(t *testing.T) {
 	f := statesync.NewFake()
 	st := syncReporter{f}.Status()
