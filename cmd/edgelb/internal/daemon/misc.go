@@ -30,6 +30,7 @@ func restartNeeded(old, cur *config.Config) []string {
 		"api":        {old.API, cur.API},
 		"kubernetes": {old.Kubernetes, cur.Kubernetes},
 		"state":      {old.State, cur.State},
+		"stateSync":  {old.StateSync, cur.StateSync},
 	} {
 		if !reflect.DeepEqual(pair[0], pair[1]) {
 			out = append(out, name)
