@@ -101,6 +101,7 @@ type sfGateway struct {
 	i     int
 	ports []string // its ports on the three bridges
 	dir   string
+	mac1  net.HardwareAddr // on the backend segment
 }
 
 func (g *sfGateway) conntrackdConf() string {
@@ -297,11 +298,13 @@ func sfRun(t *testing.T, exe string, c sfCase) {
 			must(n.AddAddr(ifname, a))
 		}
 	}
+	var backends []*netns.NS
 	client := netns.NewT(t, "sfc")
 	attach(client, "cl", "br0", "eth0", sfFront4(10), sfFront6(0x10))
 	for b := 1; b <= sfBackends; b++ {
 		n := netns.NewT(t, fmt.Sprintf("sfb%d", b))
 		attach(n, fmt.Sprintf("be%d", b), "br1", "eth0", sfBack4(20+b), sfBack6(0x20+b))
+		backends = append(backends, n)
 		// Replies to clients go through the floating source address: the
 		// gateway owning the VIPs owns it (nat-nosnat needs it; nat's
 		// replies are addressed to it anyway).
@@ -327,6 +330,8 @@ func sfRun(t *testing.T, exe string, c sfCase) {
 			must(n.Sysctl("net.ipv4.conf."+k+".send_redirects", "0"))
 		}
 		mac, err := n.MAC("eth0")
+		must(err)
+		g.mac1, err = n.MAC("eth1")
 		must(err)
 		must(os.WriteFile(filepath.Join(g.dir, "token"), []byte(foToken+"\n"), 0o600))
 		cfg := filepath.Join(g.dir, "config.yaml")
@@ -416,8 +421,8 @@ func sfRun(t *testing.T, exe string, c sfCase) {
 	// with sync, every other gateway holds all 100 in its external cache; the
 	// client's entry for the VIP and each backend's for the source address
 	// point at the owner and were last updated ≥ 2 s ago (a gratuitous ARP
-	// inside the neighbour locktime, 1 s, is ignored: see
-	// TestFailoverDaemonKill9).
+	// or unsolicited NA inside the neighbour locktime, 1 s, is ignored: see
+	// TestFailoverDaemonKill9; a real backend learnt its entry long before).
 	settled := func() bool {
 		o := owner()
 		if o == nil {
@@ -452,7 +457,19 @@ func sfRun(t *testing.T, exe string, c sfCase) {
 			client.Exec(context.Background(), "ip", "neigh", "del", vip.String(), "dev", "eth0")
 			return false
 		}
-		return foNeighAge(client, vip) >= 2
+		if foNeighAge(client, vip) < 2 {
+			return false
+		}
+		for _, b := range backends {
+			if out, _ := b.Exec(context.Background(), "ip", "neigh", "show", src.String(), "dev", "eth0"); !strings.Contains(string(out), o.mac1.String()) {
+				b.Exec(context.Background(), "ip", "neigh", "del", src.String(), "dev", "eth0")
+				return false
+			}
+			if foNeighAge(b, src) < 2 {
+				return false
+			}
+		}
+		return true
 	}
 	if !foWait(60*time.Second, settled) {
 		t.Fatalf("not settled in 60 s (streams flowing, caches synced, neighbour entries on the owner)")
