@@ -20,6 +20,7 @@ import (
 	"github.com/edgelb/edgelb/announce/l2"
 	"github.com/edgelb/edgelb/lb"
 	"github.com/edgelb/edgelb/lb/config"
+	"github.com/edgelb/edgelb/lb/effects"
 	"github.com/edgelb/edgelb/proxy"
 	"github.com/edgelb/edgelb/proxy/health"
 	"github.com/edgelb/edgelb/proxy/hostcheck"
@@ -140,9 +141,6 @@ func Run(ctx context.Context, o Options) error {
 		dp.Close()
 		return err
 	}
-	fx := &effects{dp: dp, ann: anns, log: log.With("component", "effects"), resync: cfg.Dataplane.ResyncInterval, alive: notify.Alive,
-		m: newEffectsMetrics(reg)}
-
 	checker := health.New(health.Options{
 		MaxInFlight: cfg.Health.MaxInFlight,
 		Registerer:  reg,
@@ -156,6 +154,14 @@ func Run(ctx context.Context, o Options) error {
 		},
 	})
 	defer checker.Close()
+
+	runCtx, stopRun := context.WithCancel(context.Background())
+	defer stopRun()
+	fxLog := log.With("component", "effects")
+	fx := effects.New(effects.Options{Dataplane: dp, Announcers: effectsAnnouncers(anns), Logger: fxLog,
+		Resync: cfg.Dataplane.ResyncInterval, Alive: notify.Alive, Registerer: reg,
+		Refused:   effects.RefusedRelay(runCtx, w.setRefused, fxLog),
+		OnDesired: func(d lb.Desired) { checker.Set(d.Health) }})
 
 	var reporters []announce.Reporter
 	for _, a := range anns {
@@ -174,30 +180,18 @@ func Run(ctx context.Context, o Options) error {
 		Health: healthAPI(checker), StoreHealth: w.storeHealth, StoreRevision: w.storeRevision,
 		Token: string(cfg.API.Token), Listen: cfg.API.Listen.String(), TLS: tlsConfig(cfg.API.TLS),
 		FlowWatchIdle: flowWatchIdle(cfg.API.LiveFlows),
-		Ready: func(context.Context) error {
-			if ok, err, _ := fx.status(); !ok {
-				if err == nil {
-					err = errors.New("dataplane not converged yet")
-				}
-				return err
-			}
-			return nil
-		},
-		Logger: log.With("component", "api"),
+		Ready:         fx.Ready,
+		Logger:        log.With("component", "api"),
 	})
 	if err != nil {
 		dp.Close()
 		return err
 	}
 
-	runCtx, stopRun := context.WithCancel(context.Background())
-	defer stopRun()
-	fx.refused = refusedRelay(runCtx, w.setRefused, log.With("component", "effects"))
-	fx.onDesired = func(d lb.Desired) { checker.Set(d.Health) }
 	fxDone := make(chan struct{})
 	go func() {
 		defer close(fxDone)
-		fx.run(runCtx, w.desired, func() {
+		fx.Run(runCtx, w.desired, func() {
 			notify.Ready("serving")
 			up.mark("apply")
 			log.Info("dataplane converged; ready", append([]any{"dataplane", dp.Name()}, up.fields()...)...)

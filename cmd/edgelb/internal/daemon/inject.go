@@ -8,6 +8,7 @@ import (
 	"github.com/edgelb/edgelb/announce"
 	"github.com/edgelb/edgelb/announce/l2"
 	"github.com/edgelb/edgelb/lb/config"
+	"github.com/edgelb/edgelb/lb/effects"
 	"github.com/edgelb/edgelb/proxy"
 )
 
@@ -27,4 +28,14 @@ func (o *Options) announcers(cfg *config.Config, log *slog.Logger, reg prometheu
 		return newAnnouncers(cfg, log, reg, ho)
 	}
 	return o.Announcers, nil
+}
+
+// effectsAnnouncers is anns as the effects loop sees them (SetVIPs only:
+// closing them stays with Run).
+func effectsAnnouncers(anns []announce.Announcer) []effects.Announcer {
+	out := make([]effects.Announcer, len(anns))
+	for i, a := range anns {
+		out[i] = a
+	}
+	return out
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/edgelb/edgelb/announce/bgp"
+	"github.com/edgelb/edgelb/lb/effects"
 	"github.com/edgelb/edgelb/lb/engine"
 	"github.com/edgelb/edgelb/lb/k8s"
 	"github.com/edgelb/edgelb/proxy/health"
@@ -59,7 +60,7 @@ func exportedMetrics(t *testing.T) map[string]bool {
 	if err := bgp.DescribeMetrics(r); err != nil {
 		t.Fatal(err)
 	}
-	newEffectsMetrics(r)
+	effects.DescribeMetrics(r)
 	(&startup{}).register(r)
 	out := map[string]bool{}
 	for n, observed := range r.names {

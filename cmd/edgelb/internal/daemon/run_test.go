@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/edgelb/edgelb/announce"
+	annfake "github.com/edgelb/edgelb/announce/fake"
 	"github.com/edgelb/edgelb/proxy"
 	"github.com/edgelb/edgelb/proxy/fake"
 )
@@ -29,7 +30,7 @@ import (
 // cancelling Run shuts it down cleanly and closes the announcer.
 func TestRunOnFakes(t *testing.T) {
 	dp := fake.New(fake.NFTablesOptions)
-	ann := &closeAnn{}
+	ann := &annfake.Announcer{}
 	_, stop := runOnFakes(t, `
   - name: web
     pool: p
@@ -71,20 +72,25 @@ func TestRunOnFakes(t *testing.T) {
 	if n := strings.Count(tr, "service "); n != 4 {
 		t.Errorf("%d services programmed, want 4:\n%s", n, tr)
 	}
-	eventually(t, "both VIPs announced", func() bool {
-		v, _ := ann.last()
+	announced := func() bool {
+		v, _ := ann.Last()
 		var got []string
 		for _, x := range v {
 			got = append(got, x.Addr.String())
 		}
 		return slices.Equal(got, []string{"192.0.2.0", "2001:db8::"})
-	})
+	}
+	for deadline := time.Now().Add(5 * time.Second); !announced(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out waiting for both VIPs announced")
+		}
+	}
 	t.Logf("programmed on the fake dataplane (%d applies):\n%s", dp.Applies(), tr)
 
 	if err := stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if !ann.closed() {
+	if closed, _ := ann.Closed(); !closed {
 		t.Error("the announcer was not closed at shutdown")
 	}
 }
@@ -143,25 +149,6 @@ func freeLoopbackPort(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// closeAnn records VIP sets and whether it was closed.
-type closeAnn struct {
-	recAnn
-	shut bool
-}
-
-func (c *closeAnn) Close(bool) error {
-	c.recAnn.mu.Lock()
-	c.shut = true
-	c.recAnn.mu.Unlock()
-	return nil
-}
-
-func (c *closeAnn) closed() bool {
-	c.recAnn.mu.Lock()
-	defer c.recAnn.mu.Unlock()
-	return c.shut
-}
-
 // TestRunRefusedServiceShowsFailed (issue 14): a service the dataplane
 // refuses at apply (here the fake's Check refuses "bad"; on a gateway, the
 // kernel) is refused alone through the whole daemon: "web" is programmed
@@ -175,7 +162,7 @@ func TestRunRefusedServiceShowsFailed(t *testing.T) {
 		}
 		return nil
 	}})
-	ann := &closeAnn{}
+	ann := &annfake.Announcer{}
 	api, stop := runOnFakes(t, `
   - name: web
     pool: p
@@ -223,7 +210,7 @@ func TestRunRefusedServiceShowsFailed(t *testing.T) {
 	if !strings.Contains(tr, `name="web/http"`) || strings.Contains(tr, `name="bad/http"`) {
 		t.Errorf("want web programmed and bad not:\n%s", tr)
 	}
-	v, _ := ann.last()
+	v, _ := ann.Last()
 	var announced []string
 	for _, x := range v {
 		announced = append(announced, x.Addr.String())

@@ -17,6 +17,7 @@ import (
 	"github.com/edgelb/edgelb/lb/engine"
 	"github.com/edgelb/edgelb/lb/k8s"
 	"github.com/edgelb/edgelb/lb/store"
+	"github.com/edgelb/edgelb/proxy/health/node"
 )
 
 // writer is the one writer of a mode, seen through what the daemon needs:
@@ -155,12 +156,12 @@ func kubernetesWriter(cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus
 	if hc := cfg.Kubernetes.NodeHealthCheck; hc != nil && cfg.Kubernetes.BackendMode == config.BackendNodePort {
 		// Node ports: the gateway checks the nodes itself, between the
 		// controller and the effects loop.
-		nh := newNodeHealth(*hc, cfg.Health.AllDown)
-		w.setHealth = nh.setHealth
+		nh := node.NewFilter(node.Options{Check: *hc, Withdraw: cfg.Health.AllDown == config.AllDownWithdraw})
+		w.setHealth = nh.SetHealth
 		out := make(chan lb.Desired, 1)
 		w.desired = out
 		w.run = func(ctx context.Context) {
-			go nh.run(ctx, c.Subscribe(), out)
+			go nh.Run(ctx, c.Subscribe(), out)
 			if err := c.Run(ctx); err != nil && ctx.Err() == nil {
 				log.Error("kubernetes controller stopped", "err", err)
 			}

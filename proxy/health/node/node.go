@@ -1,4 +1,6 @@
-package daemon
+// Package node checks the nodes behind Kubernetes node-port backends and
+// takes the failing ones out of a desired state. See README.md.
+package node
 
 import (
 	"context"
@@ -8,39 +10,53 @@ import (
 
 	"github.com/edgelb/edgelb/announce"
 	"github.com/edgelb/edgelb/lb"
-	"github.com/edgelb/edgelb/lb/config"
 	"github.com/edgelb/edgelb/proxy"
 	"github.com/edgelb/edgelb/proxy/health"
 )
 
-// nodeHealth sits between the Kubernetes controller's desired states and
-// the effects loop when kubernetes.backendMode is nodeport and
+// Filter sits between the Kubernetes controller's desired states and the
+// effects loop when kubernetes.backendMode is nodeport and
 // kubernetes.nodeHealthCheck is set. EndpointSlices say nothing about a
 // dead node, so the gateway TCP-checks every node:nodePort backend itself
 // and puts the failing ones at weight 0 (no new connections; open ones
 // drain), keyed on the backend's address and port. The controller never
 // learns about it: health is this gateway's own view, not cluster state.
 //
-// The checks themselves run in the daemon's health.Checker: the filtered
-// Desired carries the targets (the effects loop hands them to Checker.Set)
-// and the Checker's transitions come back through setHealth.
-type nodeHealth struct {
-	check   lb.HealthCheck
-	allDown config.AllDownPolicy
-	changed chan struct{} // a transition happened: filter the last state again
+// The checks themselves run in a health.Checker: the filtered Desired
+// carries the targets (the effects loop hands them to Checker.Set) and the
+// Checker's transitions come back through SetHealth.
+type Filter struct {
+	check    lb.HealthCheck
+	withdraw bool
+	changed  chan struct{} // a transition happened: filter the last state again
 
 	mu      sync.Mutex
 	checked map[netip.AddrPort]bool // backends under check in the last state
 	down    map[netip.AddrPort]bool
 }
 
-func newNodeHealth(check lb.HealthCheck, allDown config.AllDownPolicy) *nodeHealth {
-	return &nodeHealth{check: check, allDown: allDown, changed: make(chan struct{}, 1),
+// Options configure a Filter.
+type Options struct {
+	// Check is the TCP check every node:nodePort backend gets.
+	Check lb.HealthCheck
+	// Withdraw is health.allDown withdraw: a service whose every backend is
+	// down gets weight 0 everywhere and its VIP is no longer announced
+	// (unless another service on it has a healthy backend). false is keep:
+	// its backends stay at their weights, since when every check fails the
+	// checks may be what is wrong.
+	Withdraw bool
+}
+
+// NewFilter returns a Filter; Run starts it.
+func NewFilter(o Options) *Filter {
+	return &Filter{check: o.Check, withdraw: o.Withdraw, changed: make(chan struct{}, 1),
 		checked: map[netip.AddrPort]bool{}, down: map[netip.AddrPort]bool{}}
 }
 
-// setHealth records a checker transition (the writer's setHealth).
-func (n *nodeHealth) setHealth(_ context.Context, _ string, backend netip.AddrPort, healthy bool) error {
+// SetHealth records a checker transition (health.Options.OnChange feeds it;
+// the service name is not needed: a node's result holds for every service
+// it backs). It never fails; the error is the writer's setHealth shape.
+func (n *Filter) SetHealth(_ context.Context, _ string, backend netip.AddrPort, healthy bool) error {
 	n.mu.Lock()
 	if !n.checked[backend] {
 		// A probe stopped because its backend left, reporting late: a
@@ -64,10 +80,10 @@ func (n *nodeHealth) setHealth(_ context.Context, _ string, backend netip.AddrPo
 	return nil
 }
 
-// filter returns d with its health targets, and the backends that fail
+// Apply returns d with its health targets, and the backends that fail
 // their check at weight 0.
-func (n *nodeHealth) filter(d lb.Desired) lb.Desired {
-	d.Health = nodeTargets(d.Dataplane, n.check)
+func (n *Filter) Apply(d lb.Desired) lb.Desired {
+	d.Health = Targets(d.Dataplane, n.check)
 	n.mu.Lock()
 	n.checked = make(map[netip.AddrPort]bool, len(d.Health))
 	for _, t := range d.Health {
@@ -82,12 +98,14 @@ func (n *nodeHealth) filter(d lb.Desired) lb.Desired {
 		}
 	}
 	n.mu.Unlock()
-	return applyDown(d, down, n.allDown)
+	return applyDown(d, down, n.withdraw)
 }
 
-// run passes the latest state from in to out (latest wins), filtered, and
-// filters the last state again on every health transition.
-func (n *nodeHealth) run(ctx context.Context, in <-chan lb.Desired, out chan lb.Desired) {
+// Run passes the latest state from in to out (latest wins), filtered, and
+// filters the last state again on every health transition, until ctx
+// ends. out should have a buffer of one: Run replaces a state its reader
+// has not taken yet. Run is this Filter's only writer to out; call it once.
+func (n *Filter) Run(ctx context.Context, in <-chan lb.Desired, out chan lb.Desired) {
 	var cur lb.Desired
 	have := false
 	for {
@@ -101,7 +119,7 @@ func (n *nodeHealth) run(ctx context.Context, in <-chan lb.Desired, out chan lb.
 				continue
 			}
 		}
-		f := n.filter(cur)
+		f := n.Apply(cur)
 		select {
 		case <-out:
 		default:
@@ -110,11 +128,11 @@ func (n *nodeHealth) run(ctx context.Context, in <-chan lb.Desired, out chan lb.
 	}
 }
 
-// nodeTargets lists one TCP check per distinct backend of the TCP services
+// Targets lists one TCP check per distinct backend of the TCP services
 // (in nodeport mode every backend is a node:nodePort). A UDP node port has
 // nothing to connect to; a UDP backend sharing a TCP backend's address and
 // port follows its result.
-func nodeTargets(cfg proxy.Config, check lb.HealthCheck) []health.Target {
+func Targets(cfg proxy.Config, check lb.HealthCheck) []health.Target {
 	var out []health.Target
 	seen := map[netip.AddrPort]bool{}
 	for _, s := range cfg.Services {
@@ -145,7 +163,7 @@ func nodeTargets(cfg proxy.Config, check lb.HealthCheck) []health.Target {
 // checks may be what is wrong), or withdraw (weights 0, and its VIP is no
 // longer announced unless another service on that VIP still has a healthy
 // backend).
-func applyDown(d lb.Desired, down map[netip.AddrPort]bool, policy config.AllDownPolicy) lb.Desired {
+func applyDown(d lb.Desired, down map[netip.AddrPort]bool, withdraw bool) lb.Desired {
 	if len(down) == 0 {
 		return d
 	}
@@ -163,7 +181,7 @@ func applyDown(d lb.Desired, down map[netip.AddrPort]bool, policy config.AllDown
 			}
 		}
 		allDown := hit > 0 && live == 0
-		if hit > 0 && !(allDown && policy != config.AllDownWithdraw) {
+		if hit > 0 && !(allDown && !withdraw) {
 			bs := make([]proxy.Backend, len(s.Backends))
 			copy(bs, s.Backends)
 			for j := range bs {
@@ -183,7 +201,7 @@ func applyDown(d lb.Desired, down map[netip.AddrPort]bool, policy config.AllDown
 		svcs[i] = s
 	}
 	d.Dataplane.Services = svcs
-	if policy == config.AllDownWithdraw && len(vipDown) > 0 {
+	if withdraw && len(vipDown) > 0 {
 		vips := make([]announce.VIP, 0, len(d.VIPs))
 		for _, v := range d.VIPs {
 			if vipDown[v.Addr] && !vipUp[v.Addr] {

@@ -1,10 +1,8 @@
-package daemon
+package effects
 
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"net/netip"
 	"sync"
 	"testing"
@@ -14,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/edgelb/edgelb/announce"
+	"github.com/edgelb/edgelb/announce/fake"
 	"github.com/edgelb/edgelb/lb"
 	"github.com/edgelb/edgelb/proxy"
 )
@@ -25,7 +24,6 @@ type flakyDP struct {
 	resyncs int
 }
 
-func (f *flakyDP) Name() string { return "flaky" }
 func (f *flakyDP) Apply(_ context.Context, c proxy.Config) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -35,31 +33,7 @@ func (f *flakyDP) Apply(_ context.Context, c proxy.Config) error {
 	f.applied = append(f.applied, c)
 	return nil
 }
-func (f *flakyDP) Resync(context.Context) error  { f.mu.Lock(); f.resyncs++; f.mu.Unlock(); return nil }
-func (f *flakyDP) Cleanup(context.Context) error { return nil }
-func (f *flakyDP) Close() error                  { return nil }
-
-type recAnn struct {
-	mu   sync.Mutex
-	sets [][]announce.VIP
-}
-
-func (r *recAnn) Name() string { return "rec" }
-func (r *recAnn) SetVIPs(_ context.Context, v []announce.VIP) error {
-	r.mu.Lock()
-	r.sets = append(r.sets, v)
-	r.mu.Unlock()
-	return nil
-}
-func (r *recAnn) Close(bool) error { return nil }
-func (r *recAnn) last() ([]announce.VIP, int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.sets) == 0 {
-		return nil, 0
-	}
-	return r.sets[len(r.sets)-1], len(r.sets)
-}
+func (f *flakyDP) Resync(context.Context) error { f.mu.Lock(); f.resyncs++; f.mu.Unlock(); return nil }
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -75,18 +49,17 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // withdraws it and is retried until it succeeds.
 func TestEffectsWithdrawWhileDataplaneFails(t *testing.T) {
 	dp := &flakyDP{fail: true}
-	ann := &recAnn{}
+	ann := &fake.Announcer{}
 	reg := prometheus.NewRegistry()
-	e := &effects{dp: dp, ann: []announce.Announcer{ann}, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		resync: 20 * time.Millisecond, alive: func(time.Time) {}, m: newEffectsMetrics(reg)}
+	e := New(Options{Dataplane: dp, Announcers: []Announcer{ann}, Resync: 20 * time.Millisecond, Registerer: reg})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	in := make(chan lb.Desired, 1)
 	ready := make(chan struct{})
-	go e.run(ctx, in, func() { close(ready) })
+	go e.Run(ctx, in, func() { close(ready) })
 	vip := announce.VIP{Addr: netip.MustParseAddr("192.0.2.100")}
 	in <- lb.Desired{Dataplane: proxy.Config{Services: []proxy.Service{{VIP: vip.Addr, Port: 80, Protocol: proxy.TCP}}}, VIPs: []announce.VIP{vip}}
-	eventually(t, "an empty announcement while the dataplane fails", func() bool { v, n := ann.last(); return n > 0 && len(v) == 0 })
+	eventually(t, "an empty announcement while the dataplane fails", func() bool { v, n := ann.Last(); return n > 0 && len(v) == 0 })
 	select {
 	case <-ready:
 		t.Fatal("ready before the dataplane converged")
@@ -96,8 +69,8 @@ func TestEffectsWithdrawWhileDataplaneFails(t *testing.T) {
 	dp.fail = false
 	dp.mu.Unlock()
 	<-ready
-	eventually(t, "the VIP announced after the retry", func() bool { v, _ := ann.last(); return len(v) == 1 && v[0].Addr == vip.Addr })
-	if ok, err, _ := e.status(); !ok || err != nil {
+	eventually(t, "the VIP announced after the retry", func() bool { v, _ := ann.Last(); return len(v) == 1 && v[0].Addr == vip.Addr })
+	if ok, err, _ := e.Status(); !ok || err != nil {
 		t.Fatalf("status ok=%v err=%v", ok, err)
 	}
 	// The metrics say the same: failed applies, then one that converged,

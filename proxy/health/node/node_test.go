@@ -1,4 +1,4 @@
-package daemon
+package node
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 
 	"github.com/edgelb/edgelb/announce"
 	"github.com/edgelb/edgelb/lb"
-	"github.com/edgelb/edgelb/lb/config"
 	"github.com/edgelb/edgelb/proxy"
 	"github.com/edgelb/edgelb/proxy/health"
 )
@@ -61,7 +60,7 @@ func TestNodeTargets(t *testing.T) {
 		proxy.Service{Name: "default/old/nodeport", NodePort: 30081, Protocol: proxy.TCP,
 			Backends: []proxy.Backend{{Addr: netip.MustParseAddrPort("198.51.100.1:30081"), Draining: true}}})
 	hc := lb.HealthCheck{Type: "tcp", Interval: time.Second, Timeout: time.Second, Rise: 2, Fall: 3}
-	got := nodeTargets(d.Dataplane, hc)
+	got := Targets(d.Dataplane, hc)
 	want := []health.Target{{Service: "default/web/http", Backend: node1, Check: hc}, {Service: "default/web/http", Backend: node2, Check: hc}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("targets (one per node:port, no UDP, no draining):\n%+v\nwant\n%+v", got, want)
@@ -76,20 +75,20 @@ func TestApplyDown(t *testing.T) {
 		return d
 	}
 	for _, tc := range []struct {
-		name    string
-		in      lb.Desired
-		down    []netip.AddrPort
-		policy  config.AllDownPolicy
-		weights map[netip.AddrPort]uint32 // of every service on the nodes node1/node2
-		vips    int
+		name     string
+		in       lb.Desired
+		down     []netip.AddrPort
+		withdraw bool
+		weights  map[netip.AddrPort]uint32 // of every service on the nodes node1/node2
+		vips     int
 	}{
-		{"none down", nodeDesired(node1, node2), nil, config.AllDownKeep, map[netip.AddrPort]uint32{node1: 1, node2: 1}, 1},
-		{"one down", nodeDesired(node1, node2), []netip.AddrPort{node2}, config.AllDownKeep, map[netip.AddrPort]uint32{node1: 1, node2: 0}, 1},
-		{"one down withdraw", nodeDesired(node1, node2), []netip.AddrPort{node2}, config.AllDownWithdraw, map[netip.AddrPort]uint32{node1: 1, node2: 0}, 1},
-		{"all down keep", nodeDesired(node1, node2), []netip.AddrPort{node1, node2}, config.AllDownKeep, map[netip.AddrPort]uint32{node1: 1, node2: 1}, 1},
-		{"all down withdraw", nodeDesired(node1, node2), []netip.AddrPort{node1, node2}, config.AllDownWithdraw, map[netip.AddrPort]uint32{node1: 0, node2: 0}, 0},
-		{"all down withdraw, VIP shared with a live service", shared(), []netip.AddrPort{node1, node2}, config.AllDownWithdraw, map[netip.AddrPort]uint32{node1: 0, node2: 0}, 1},
-		{"unknown backend down", nodeDesired(node1, node2), []netip.AddrPort{node3}, config.AllDownWithdraw, map[netip.AddrPort]uint32{node1: 1, node2: 1}, 1},
+		{"none down", nodeDesired(node1, node2), nil, false, map[netip.AddrPort]uint32{node1: 1, node2: 1}, 1},
+		{"one down", nodeDesired(node1, node2), []netip.AddrPort{node2}, false, map[netip.AddrPort]uint32{node1: 1, node2: 0}, 1},
+		{"one down withdraw", nodeDesired(node1, node2), []netip.AddrPort{node2}, true, map[netip.AddrPort]uint32{node1: 1, node2: 0}, 1},
+		{"all down keep", nodeDesired(node1, node2), []netip.AddrPort{node1, node2}, false, map[netip.AddrPort]uint32{node1: 1, node2: 1}, 1},
+		{"all down withdraw", nodeDesired(node1, node2), []netip.AddrPort{node1, node2}, true, map[netip.AddrPort]uint32{node1: 0, node2: 0}, 0},
+		{"all down withdraw, VIP shared with a live service", shared(), []netip.AddrPort{node1, node2}, true, map[netip.AddrPort]uint32{node1: 0, node2: 0}, 1},
+		{"unknown backend down", nodeDesired(node1, node2), []netip.AddrPort{node3}, true, map[netip.AddrPort]uint32{node1: 1, node2: 1}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := fmt.Sprintf("%+v", tc.in)
@@ -97,7 +96,7 @@ func TestApplyDown(t *testing.T) {
 			for _, b := range tc.down {
 				down[b] = true
 			}
-			out := applyDown(tc.in, down, tc.policy)
+			out := applyDown(tc.in, down, tc.withdraw)
 			for _, s := range out.Dataplane.Services[:2] {
 				if got := weights(s); !reflect.DeepEqual(got, tc.weights) {
 					t.Errorf("%s: weights %v, want %v", s.Name, got, tc.weights)
@@ -115,30 +114,30 @@ func TestApplyDown(t *testing.T) {
 	d := nodeDesired(node1, node2)
 	d.Dataplane.Services = append(d.Dataplane.Services, proxy.Service{Name: "default/dns", NodePort: 30080, Protocol: proxy.UDP,
 		Backends: []proxy.Backend{{Addr: node1, Weight: 1}, {Addr: node2, Draining: true}}})
-	out := applyDown(d, map[netip.AddrPort]bool{node1: true}, config.AllDownKeep)
+	out := applyDown(d, map[netip.AddrPort]bool{node1: true}, false)
 	if got := out.Dataplane.Services[2].Backends; got[0].Weight != 1 || !got[1].Draining {
 		// node1 is the UDP service's only backend in rotation: all down, kept.
 		t.Errorf("udp backends %+v", got)
 	}
-	out = applyDown(d, map[netip.AddrPort]bool{node1: true}, config.AllDownWithdraw)
+	out = applyDown(d, map[netip.AddrPort]bool{node1: true}, true)
 	if got := out.Dataplane.Services[2].Backends; got[0].Weight != 0 || !got[1].Draining {
 		t.Errorf("udp backends (withdraw) %+v", got)
 	}
 }
 
 func TestNodeHealthIgnoresStaleEvents(t *testing.T) {
-	nh := newNodeHealth(lb.HealthCheck{Type: "tcp", Interval: time.Second, Timeout: time.Second, Rise: 1, Fall: 1}, config.AllDownKeep)
-	nh.filter(nodeDesired(node1))
-	_ = nh.setHealth(context.Background(), "x", node2, false) // not checked: a stopped probe
-	if d := nh.filter(nodeDesired(node1, node2)); weights(d.Dataplane.Services[0])[node2] != 1 {
+	nh := NewFilter(Options{Check: lb.HealthCheck{Type: "tcp", Interval: time.Second, Timeout: time.Second, Rise: 1, Fall: 1}})
+	nh.Apply(nodeDesired(node1))
+	_ = nh.SetHealth(context.Background(), "x", node2, false) // not checked: a stopped probe
+	if d := nh.Apply(nodeDesired(node1, node2)); weights(d.Dataplane.Services[0])[node2] != 1 {
 		t.Fatal("a late event for a backend not under check took it out")
 	}
-	_ = nh.setHealth(context.Background(), "x", node2, false)
-	if d := nh.filter(nodeDesired(node1, node2)); weights(d.Dataplane.Services[0])[node2] != 0 {
+	_ = nh.SetHealth(context.Background(), "x", node2, false)
+	if d := nh.Apply(nodeDesired(node1, node2)); weights(d.Dataplane.Services[0])[node2] != 0 {
 		t.Fatal("down backend kept its weight")
 	}
-	nh.filter(nodeDesired(node1)) // node2 leaves: forgotten
-	if d := nh.filter(nodeDesired(node1, node2)); weights(d.Dataplane.Services[0])[node2] != 1 {
+	nh.Apply(nodeDesired(node1)) // node2 leaves: forgotten
+	if d := nh.Apply(nodeDesired(node1, node2)); weights(d.Dataplane.Services[0])[node2] != 1 {
 		t.Fatal("a backend that came back did not start healthy")
 	}
 }
@@ -171,23 +170,23 @@ func (f *fakeNodes) dial(_ context.Context, _, addr string) (net.Conn, error) {
 }
 
 // TestNodeHealthWithChecker: the daemon's Kubernetes path with fakes — the
-// controller's states → nodeHealth → the effects' input, whose onDesired
+// controller's states → Filter → the effects' input, whose onDesired
 // hook sets the checker's targets (Checker.Set). A node whose port refuses goes to weight 0 after fall
 // failures, comes back after rise successes; with withdraw, the VIP is
 // withdrawn while every node is down.
 func TestNodeHealthWithChecker(t *testing.T) {
 	nodes := &fakeNodes{dead: map[string]bool{}}
 	hc := lb.HealthCheck{Type: "tcp", Interval: 10 * time.Millisecond, Timeout: 10 * time.Millisecond, Rise: 2, Fall: 2}
-	nh := newNodeHealth(hc, config.AllDownWithdraw)
+	nh := NewFilter(Options{Check: hc, Withdraw: true})
 	checker := health.New(health.Options{Dialer: nodes.dial, OnChange: func(ev health.Event) {
-		_ = nh.setHealth(context.Background(), ev.Target.Service, ev.Target.Backend, ev.Healthy)
+		_ = nh.SetHealth(context.Background(), ev.Target.Service, ev.Target.Backend, ev.Healthy)
 	}})
 	defer checker.Close()
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	in, out := make(chan lb.Desired, 1), make(chan lb.Desired, 1)
-	go nh.run(ctx, in, out)
+	go nh.Run(ctx, in, out)
 
 	// The effects loop's side, reduced: onDesired, then the state is the
 	// one to apply.
@@ -255,4 +254,13 @@ func TestNodeHealthWithChecker(t *testing.T) {
 	nodes.set(node3, false)
 	took = waitFor("nodes back", map[netip.AddrPort]uint32{node1: 1, node2: 1, node3: 1}, 1)
 	t.Logf("nodes back in rotation %v after their ports answered (rise %d × interval %v)", took, hc.Rise, hc.Interval)
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
 }

@@ -1,4 +1,4 @@
-package daemon
+package effects
 
 import (
 	"testing"
@@ -14,7 +14,7 @@ import (
 // the counter must show at least that.
 func TestWithCPUCountsThreadTime(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m := newEffectsMetrics(reg)
+	m := newMetrics(reg)
 	var spent time.Duration
 	err := m.withCPU("resync", func() error {
 		var r0, r unix.Rusage

@@ -1,4 +1,8 @@
-package daemon
+// Package effects is the loop that makes the kernel and the network say
+// what the one writer decided: it applies each lb.Desired to the dataplane,
+// then hands the VIPs the dataplane can serve to the announcers. See
+// README.md.
+package effects
 
 import (
 	"context"
@@ -10,29 +14,62 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/edgelb/edgelb/announce"
 	"github.com/edgelb/edgelb/lb"
 	"github.com/edgelb/edgelb/proxy"
 )
 
-// effects applies Desired states in order, from one goroutine: the dataplane
+// Dataplane is what the loop needs of a proxy.Dataplane: converge, and
+// repair drift. Cleanup and Close stay with whoever built it.
+type Dataplane interface {
+	Apply(ctx context.Context, cfg proxy.Config) error
+	Resync(ctx context.Context) error
+}
+
+// Announcer is what the loop needs of an announce.Announcer: the VIPs this
+// gateway can serve right now.
+type Announcer interface {
+	SetVIPs(ctx context.Context, vips []announce.VIP) error
+}
+
+// Options configure a Loop. Dataplane is required.
+type Options struct {
+	Dataplane  Dataplane
+	Announcers []Announcer
+	Logger     *slog.Logger // nil: discard
+	// Resync is how often the kernel is read back and repaired while
+	// converged (0: one minute).
+	Resync time.Duration
+	// Alive, when set, is pinged every second from the loop's goroutine
+	// (the systemd watchdog): it proves the loop is not wedged.
+	Alive func(time.Time)
+	// Registerer, when set, gets the edgelb_dataplane_* metrics.
+	Registerer prometheus.Registerer
+	// Refused, when set, is told after an apply whose per-service refusals
+	// differ from the last one's which services the dataplane refused
+	// (name → reason; empty: none), so the writer can show them failed.
+	// It runs in the loop's goroutine: it must not block (RefusedRelay).
+	Refused func(map[string]string)
+	// OnDesired, when set, sees every new desired state as it arrives,
+	// before it is applied (the health checker's targets follow it here,
+	// in this goroutine, rather than in a relay goroutine of their own).
+	OnDesired func(lb.Desired)
+}
+
+// Loop applies Desired states in order, from one goroutine: the dataplane
 // first, then the announcers — a VIP is announced only once the kernel can
 // serve it, and withdrawn while the dataplane is failing. Failures are
 // retried with backoff; a resync timer repairs drift made by others.
-type effects struct {
-	dp     proxy.Dataplane
-	ann    []announce.Announcer
-	log    *slog.Logger
-	resync time.Duration
-	alive  func(time.Time) // watchdog ping: proves this loop is not wedged
-	m      *effectsMetrics // nil: none
-	// refused, when set, is told after every apply which services the
-	// dataplane refused one by one (name → reason; empty: none), so the
-	// writer can show them failed (REST status, UI).
-	refused func(map[string]string)
-	// onDesired, when set, sees every new desired state as it arrives,
-	// before it is applied (the health checker's targets follow it here,
-	// in this goroutine, rather than in a relay goroutine of their own).
+type Loop struct {
+	dp        Dataplane
+	ann       []Announcer
+	log       *slog.Logger
+	resync    time.Duration
+	alive     func(time.Time)
+	m         *metrics // nil: none
+	refused   func(map[string]string)
 	onDesired func(lb.Desired)
 
 	mu        sync.Mutex
@@ -43,23 +80,61 @@ type effects struct {
 	failed    map[string]string // services the dataplane refused, by name
 }
 
-// refusedServices are the services the last apply refused (name → reason).
-func (e *effects) refusedServices() map[string]string {
+// New returns a Loop; Run starts it.
+func New(o Options) *Loop {
+	l := &Loop{dp: o.Dataplane, ann: o.Announcers, log: o.Logger, resync: o.Resync, alive: o.Alive,
+		refused: o.Refused, onDesired: o.OnDesired}
+	if l.log == nil {
+		l.log = slog.New(slog.DiscardHandler)
+	}
+	if l.resync <= 0 {
+		l.resync = time.Minute
+	}
+	if l.alive == nil {
+		l.alive = func(time.Time) {}
+	}
+	if o.Registerer != nil {
+		l.m = newMetrics(o.Registerer)
+	}
+	return l
+}
+
+// ErrNotConverged is Ready's answer before the first apply succeeded.
+var ErrNotConverged = errors.New("dataplane not converged yet")
+
+// Ready is nil once the last desired state is in the kernel (what can be of
+// it: a per-service refusal still counts as converged), else why not
+// (readiness, /readyz).
+func (e *Loop) Ready(context.Context) error {
+	ok, err, _ := e.Status()
+	if ok {
+		return nil
+	}
+	if err == nil {
+		err = ErrNotConverged
+	}
+	return err
+}
+
+// Refused are the services the last apply refused (name → reason).
+func (e *Loop) Refused() map[string]string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.failed
 }
 
-// status is read by readiness and the API.
-func (e *effects) status() (ready bool, lastErr error, syncs uint64) {
+// Status is whether the last desired state is applied, the last apply's
+// error, and how many applies ran.
+func (e *Loop) Status() (ready bool, lastErr error, syncs uint64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.applied, e.lastErr, e.syncs
 }
 
-// run consumes desired states until ctx ends. onFirst is called once, after
-// the first Desired is fully applied (readiness, sd_notify READY).
-func (e *effects) run(ctx context.Context, in <-chan lb.Desired, onFirst func()) {
+// Run consumes desired states until ctx ends or in is closed. onFirst
+// (nil: none) is called once, after the first Desired is fully applied
+// (readiness, sd_notify READY). Call it once.
+func (e *Loop) Run(ctx context.Context, in <-chan lb.Desired, onFirst func()) {
 	var cur *lb.Desired
 	backoff := 100 * time.Millisecond
 	retry := time.NewTimer(time.Hour)
@@ -83,7 +158,7 @@ func (e *effects) run(ctx context.Context, in <-chan lb.Desired, onFirst func())
 			}
 		case <-retry.C:
 		case <-resync.C:
-			if cur != nil && !dirty && len(e.refusedServices()) > 0 {
+			if cur != nil && !dirty && len(e.Refused()) > 0 {
 				// Partly refused: try the refused services again (the
 				// dataplane decides whether a refusal may have passed).
 				dirty = true
@@ -138,7 +213,7 @@ func releaseMemory(log *slog.Logger) {
 	log.Debug("returned free memory to the OS", "took", time.Since(t))
 }
 
-func (e *effects) apply(ctx context.Context, d lb.Desired) error {
+func (e *Loop) apply(ctx context.Context, d lb.Desired) error {
 	start := time.Now()
 	dpErr := e.m.withCPU("apply", func() error { return e.dp.Apply(ctx, d.Dataplane) })
 	vips := d.VIPs
@@ -235,10 +310,10 @@ func withoutRefused(d lb.Desired, err error) []announce.VIP {
 	return out
 }
 
-// refusedRelay hands the effects loop's refusals to the writer from its own
+// RefusedRelay hands the loop's refusals to the writer from its own
 // goroutine, latest first: the effects loop never waits on the writer (which
 // may itself be waiting to publish the next Desired to it).
-func refusedRelay(ctx context.Context, set func(context.Context, map[string]string) error, log *slog.Logger) func(map[string]string) {
+func RefusedRelay(ctx context.Context, set func(context.Context, map[string]string) error, log *slog.Logger) func(map[string]string) {
 	if set == nil {
 		return nil
 	}

@@ -1,10 +1,8 @@
-package daemon
+package effects
 
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/netip"
 	"testing"
 	"time"
@@ -13,9 +11,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/edgelb/edgelb/announce"
+	"github.com/edgelb/edgelb/announce/fake"
 	"github.com/edgelb/edgelb/lb"
 	"github.com/edgelb/edgelb/proxy"
-	"github.com/edgelb/edgelb/proxy/fake"
+	proxyfake "github.com/edgelb/edgelb/proxy/fake"
 )
 
 // TestEffectsRefusalIsPerService (issue 14): with a dataplane refusing as
@@ -24,13 +23,12 @@ import (
 // VIPs stay announced; only the refused one's VIP is withdrawn. Before,
 // one refusal withdrew every VIP.
 func TestEffectsRefusalIsPerService(t *testing.T) {
-	dp := fake.New(fake.NFTablesOptions)
-	ann := &recAnn{}
+	dp := proxyfake.New(proxyfake.NFTablesOptions)
+	ann := &fake.Announcer{}
 	reg := prometheus.NewRegistry()
 	reported := make(chan map[string]string, 4)
-	e := &effects{dp: dp, ann: []announce.Announcer{ann}, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		resync: time.Hour, alive: func(time.Time) {}, m: newEffectsMetrics(reg),
-		refused: func(m map[string]string) { reported <- m }}
+	e := New(Options{Dataplane: dp, Announcers: []Announcer{ann}, Resync: time.Hour, Registerer: reg,
+		Refused: func(m map[string]string) { reported <- m }})
 	var d lb.Desired
 	for i := range 10 {
 		vip := netip.AddrFrom4([4]byte{192, 0, 2, byte(10 + i)})
@@ -46,7 +44,7 @@ func TestEffectsRefusalIsPerService(t *testing.T) {
 	defer cancel()
 	in := make(chan lb.Desired, 1)
 	ready := make(chan struct{})
-	go e.run(ctx, in, func() { close(ready) })
+	go e.Run(ctx, in, func() { close(ready) })
 	in <- d
 	select {
 	case <-ready:
@@ -58,7 +56,7 @@ func TestEffectsRefusalIsPerService(t *testing.T) {
 		t.Fatalf("reported refused %v, want only svc3", got)
 	}
 	t.Logf("refused: %v", got)
-	vips, _ := ann.last()
+	vips, _ := ann.Last()
 	if len(vips) != 9 {
 		t.Fatalf("announced %d VIPs, want the 9 programmed ones", len(vips))
 	}
@@ -73,7 +71,7 @@ func TestEffectsRefusalIsPerService(t *testing.T) {
 	if n := testutil.CollectAndCount(e.m.refusedBy); n != 1 {
 		t.Errorf("%d refused series, want 1", n)
 	}
-	if ok, _, _ := e.status(); !ok {
+	if ok, _, _ := e.Status(); !ok {
 		t.Error("not ready with 9 of 10 services programmed")
 	}
 	t.Logf("announced %d of %d VIPs; kernel holds %d services", len(vips), len(d.VIPs), countServices(dp.Transcript()))
@@ -86,7 +84,7 @@ func TestEffectsRefusalIsPerService(t *testing.T) {
 	if got := <-reported; len(got) != 0 {
 		t.Fatalf("after the fix reported %v, want none", got)
 	}
-	eventually(t, "all 10 VIPs announced", func() bool { v, _ := ann.last(); return len(v) == 10 })
+	eventually(t, "all 10 VIPs announced", func() bool { v, _ := ann.Last(); return len(v) == 10 })
 	if n := testutil.CollectAndCount(e.m.refusedBy); n != 0 {
 		t.Errorf("%d refused series after the fix, want 0", n)
 	}

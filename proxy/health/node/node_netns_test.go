@@ -1,11 +1,9 @@
 //go:build netns
 
-package daemon
+package node
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"net/netip"
 	"sync"
 	"testing"
@@ -14,7 +12,7 @@ import (
 	"github.com/edgelb/edgelb/lab/demo"
 	"github.com/edgelb/edgelb/lab/netns"
 	"github.com/edgelb/edgelb/lb"
-	"github.com/edgelb/edgelb/lb/config"
+	"github.com/edgelb/edgelb/lb/effects"
 	"github.com/edgelb/edgelb/proxy"
 	"github.com/edgelb/edgelb/proxy/health"
 	"github.com/edgelb/edgelb/proxy/nft"
@@ -58,7 +56,7 @@ type attempt struct {
 }
 
 // TestNetnsNodeHealth: the Kubernetes nodeport path after the controller —
-// nodeHealth → effects (onDesired: Checker.Set) → the nftables
+// Filter → lb/effects (OnDesired: Checker.Set) → the nftables
 // dataplane in a gateway namespace — with three "nodes" (the demo lab's
 // backends stand for node:nodePort). One node loses its link (a dead node:
 // no RST, the TCP check times out) under a client opening a connection every
@@ -92,20 +90,19 @@ func TestNetnsNodeHealth(t *testing.T) {
 	dp := &appliedDP{Dataplane: nd}
 
 	hc := lb.HealthCheck{Type: "tcp", Interval: 200 * time.Millisecond, Timeout: 150 * time.Millisecond, Rise: 2, Fall: 3}
-	nh := newNodeHealth(hc, config.AllDownKeep)
+	nh := NewFilter(Options{Check: hc})
 	checker := health.New(health.Options{Dialer: l.Gateway.DialContext, OnChange: func(ev health.Event) {
-		_ = nh.setHealth(context.Background(), ev.Target.Service, ev.Target.Backend, ev.Healthy)
+		_ = nh.SetHealth(context.Background(), ev.Target.Service, ev.Target.Backend, ev.Healthy)
 	}})
 	defer checker.Close()
-	fx := &effects{dp: dp, log: slog.New(slog.NewTextHandler(io.Discard, nil)), resync: time.Hour, alive: func(time.Time) {},
-		onDesired: func(d lb.Desired) { checker.Set(d.Health) }}
+	fx := effects.New(effects.Options{Dataplane: dp, Resync: time.Hour, OnDesired: func(d lb.Desired) { checker.Set(d.Health) }})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	in, out := make(chan lb.Desired, 1), make(chan lb.Desired, 1)
 	ready := make(chan struct{})
-	go nh.run(ctx, in, out)
-	go fx.run(ctx, out, func() { close(ready) })
+	go nh.Run(ctx, in, out)
+	go fx.Run(ctx, out, func() { close(ready) })
 
 	var nodes []netip.AddrPort
 	for _, b := range l.Backends {

@@ -1,4 +1,4 @@
-package daemon
+package effects
 
 import (
 	"runtime"
@@ -8,12 +8,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// effectsMetrics are the dataplane's, as kube-proxy's sync_proxy_rules_*:
+// metrics are the dataplane's, as kube-proxy's sync_proxy_rules_*:
 // how often and how long edgelb writes the kernel (apply: a new desired
 // state; resync: reading the kernel back and repairing what others
 // changed), whether it succeeded, and whether the kernel holds the last
 // desired state now.
-type effectsMetrics struct {
+type metrics struct {
 	syncs     *prometheus.CounterVec
 	duration  *prometheus.HistogramVec
 	last      *prometheus.GaugeVec
@@ -22,8 +22,12 @@ type effectsMetrics struct {
 	refusedBy *prometheus.GaugeVec
 }
 
-func newEffectsMetrics(reg prometheus.Registerer) *effectsMetrics {
-	m := &effectsMetrics{
+// DescribeMetrics registers the loop's metric families with reg, as New
+// does with Options.Registerer (the monitoring test lists them from here).
+func DescribeMetrics(reg prometheus.Registerer) { newMetrics(reg) }
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
 		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgelb_dataplane_syncs_total",
 			Help: "Dataplane writes by kind (apply: a new desired state; resync: read back and repair) and result (ok, error)."},
 			[]string{"kind", "result"}),
@@ -48,7 +52,7 @@ func newEffectsMetrics(reg prometheus.Registerer) *effectsMetrics {
 }
 
 // observe records one apply or resync that began at start.
-func (m *effectsMetrics) observe(kind string, start time.Time, err error) {
+func (m *metrics) observe(kind string, start time.Time, err error) {
 	if m == nil {
 		return
 	}
@@ -68,7 +72,7 @@ func (m *effectsMetrics) observe(kind string, start time.Time, err error) {
 
 // refused sets edgelb_dataplane_service_refused to exactly the services of
 // the last apply's per-service refusal.
-func (m *effectsMetrics) refused(failed map[string]string) {
+func (m *metrics) refused(failed map[string]string) {
 	if m == nil {
 		return
 	}
@@ -82,7 +86,7 @@ func (m *effectsMetrics) refused(failed map[string]string) {
 // (RUSAGE_THREAD: user and system, so the kernel's share of a netlink dump
 // or batch counts) to edgelb_dataplane_cpu_seconds_total{kind}. This is
 // what an operator reads to see what an idle gateway's resyncs cost.
-func (m *effectsMetrics) withCPU(kind string, fn func() error) error {
+func (m *metrics) withCPU(kind string, fn func() error) error {
 	if m == nil {
 		return fn()
 	}
