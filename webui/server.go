@@ -22,6 +22,7 @@ import (
 
 	"github.com/edgelb/edgelb/announce"
 	"github.com/edgelb/edgelb/lb"
+	"github.com/edgelb/edgelb/lb/store"
 	"github.com/edgelb/edgelb/proxy"
 )
 
@@ -55,6 +56,10 @@ type Options struct {
 	// StoreHealth is not nil, a header saying they may be stale (fleet.go).
 	StoreHealth   func() error
 	StoreRevision func() int64
+	// Fleet lists the fleet's gateways for GET /api/v1/fleet (nil: 404,
+	// not a fleet); FleetName is this gateway's name in it.
+	Fleet     func(context.Context) ([]store.GatewayStatus, error)
+	FleetName string
 	// BodyLimit caps request bodies in bytes (default 64 KiB).
 	BodyLimit int64
 	// RateLimit is requests per second per peer address, with RateBurst
@@ -226,6 +231,7 @@ func (s *Server) routes() *echo.Echo {
 	read("/flows", s.listFlows)
 	read("/stats", s.getStats)
 	read("/announce", s.getAnnounce)
+	read("/fleet", s.getFleet)
 	read("/health", s.getHealth)
 	read("/events", s.events)
 	write(http.MethodPost, "/pools", s.createPool)

@@ -117,8 +117,10 @@ func TestFleetShared(t *testing.T) {
 
 	// --- churn ---
 	dup, lost, st := runChurn(t, l, churn)
-	fmt.Printf("MEASURED fleet dup=%d lost=%d propagate_p50_ms=%s propagate_p99_ms=%s samples=%d churn_s=%.0f churn_ops=%d acked=%d refused=%d unknown=%d\n",
-		dup, lost, ms(p50), ms(p99), len(lat), churn.Seconds(), st.ops, st.acked, st.refused, st.unknown)
+	fv := l.waitFleet(1, 3)
+	t.Logf("GET /api/v1/fleet on %s: %d gateways, all at revision %d", fv.Gateway, len(fv.Gateways), fv.Revision)
+	fmt.Printf("MEASURED fleet dup=%d lost=%d propagate_p50_ms=%s propagate_p99_ms=%s samples=%d churn_s=%.0f churn_ops=%d acked=%d refused=%d unknown=%d (load %s)\n",
+		dup, lost, ms(p50), ms(p99), len(lat), churn.Seconds(), st.ops, st.acked, st.refused, st.unknown, netns.Loadavg())
 	if dup != 0 || lost != 0 {
 		t.Fatalf("dup=%d lost=%d", dup, lost)
 	}

@@ -271,8 +271,9 @@ state:
   type: etcd
   endpoints: [%s]
   prefix: /edgelb
+  gateway: gw%d
   dir: %s
-`, poolCIDR, gatewayAddr(i), apiAddr, filepath.Join(l.dir, "token"), l.endpoints(), dir)
+`, poolCIDR, gatewayAddr(i), apiAddr, filepath.Join(l.dir, "token"), l.endpoints(), i, dir)
 	path := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		l.t.Fatal(err)
@@ -451,4 +452,37 @@ func (l *lab) leader() int {
 		}
 	}
 	return -1
+}
+
+// fleetView is GET /api/v1/fleet.
+type fleetView struct {
+	Gateway  string `json:"gateway"`
+	Revision int64  `json:"revision"`
+	Gateways []struct {
+		Name     string `json:"name"`
+		Revision int64  `json:"revision"`
+	} `json:"gateways"`
+}
+
+// waitFleet waits until gateway gw's /api/v1/fleet lists n gateways, all at
+// its own revision (polled twice a second).
+func (l *lab) waitFleet(gw, n int) fleetView {
+	l.t.Helper()
+	c := l.client(gw, 7)
+	var v fleetView
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		code, b, _, err := c.do(http.MethodGet, "/api/v1/fleet", "")
+		if err == nil && code == http.StatusOK && json.Unmarshal(b, &v) == nil && len(v.Gateways) == n {
+			same := true
+			for _, g := range v.Gateways {
+				same = same && g.Revision == v.Revision
+			}
+			if same {
+				return v
+			}
+		}
+		if time.Now().After(deadline) {
+			l.t.Fatalf("GET /api/v1/fleet on gateway %d: %d %s %v (want %d gateways at one revision)", gw, code, b, err, n)
+		}
+	}
 }

@@ -200,6 +200,7 @@ type rawState struct {
 	Endpoints []string   `json:"endpoints"`
 	TLS       rawEtcdTLS `json:"tls"`
 	Prefix    string     `json:"prefix"`
+	Gateway   string     `json:"gateway"`
 }
 
 type rawHealth struct {

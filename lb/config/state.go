@@ -30,6 +30,9 @@ type Etcd struct {
 	CA, Cert, Key string
 	// Prefix holds every key; gateways with the same prefix are one fleet.
 	Prefix string
+	// Gateway is this gateway's name in the fleet (GET /api/v1/fleet, who
+	// committed last); "" means the host name.
+	Gateway string
 }
 
 type rawEtcdTLS struct {
@@ -45,8 +48,8 @@ func convertState(r *rawState, e env, c *collector) State {
 	}
 	switch StateType(r.Type) {
 	case "", StateBolt:
-		if len(r.Endpoints) > 0 || r.Prefix != "" || r.TLS != (rawEtcdTLS{}) {
-			c.add("state.type", r.Type, "endpoints, prefix and tls are for type %q", StateEtcd)
+		if len(r.Endpoints) > 0 || r.Prefix != "" || r.Gateway != "" || r.TLS != (rawEtcdTLS{}) {
+			c.add("state.type", r.Type, "endpoints, prefix, gateway and tls are for type %q", StateEtcd)
 		}
 		return s
 	case StateEtcd:
@@ -55,7 +58,7 @@ func convertState(r *rawState, e env, c *collector) State {
 		return s
 	}
 	s.Type = StateEtcd
-	et := &Etcd{Endpoints: append([]string(nil), r.Endpoints...), Prefix: DefaultEtcdPrefix,
+	et := &Etcd{Endpoints: append([]string(nil), r.Endpoints...), Prefix: DefaultEtcdPrefix, Gateway: r.Gateway,
 		CA: e.path(r.TLS.CA), Cert: e.path(r.TLS.Cert), Key: e.path(r.TLS.Key)}
 	if r.Prefix != "" {
 		et.Prefix = r.Prefix
@@ -101,6 +104,11 @@ func (c *Config) validateState(col *collector) {
 	}
 	if (et.Cert == "") != (et.Key == "") {
 		col.add("state.tls", et.Cert+" "+et.Key, "cert and key go together")
+	}
+	if g := et.Gateway; len(g) > 253 || strings.ContainsFunc(g, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.' || r == '_')
+	}) {
+		col.add("state.gateway", g, "want a name of letters, digits, '-', '.', '_' (at most 253)")
 	}
 	p := et.Prefix
 	switch {

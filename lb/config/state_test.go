@@ -41,6 +41,8 @@ func TestStateEtcd(t *testing.T) {
 		{"state: {type: etcd, endpoints: [\"http://a:1\"], prefix: /edgelb/}", "state.prefix", "/edgelb/"},
 		{"state: {type: etcd, endpoints: [\"http://a:1\"], prefix: \"/a b\"}", "state.prefix", "/a b"},
 		{"state: {type: etcd, endpoints: [\"http://a:1\"], tls: {cert: /c.pem}}", "state.tls", "/c.pem "},
+		{"state: {type: etcd, endpoints: [\"http://a:1\"], gateway: \"gw 1\"}", "state.gateway", "gw 1"},
+		{"state: {gateway: gw1}", "state.type", ""},
 	} {
 		_, err := parseState(c.yaml + "\n")
 		var errs *Errors

@@ -39,9 +39,11 @@ type Shared interface {
 	// Health is nil while the store answers with quorum, else why not
 	// (wrapping ErrUnavailable); reads meanwhile may be stale.
 	Health() error
-	// Revision is the store revision the caller's state was loaded or
-	// committed at.
+	// Revision is the fleet-wide commit revision the caller's state was
+	// loaded or committed at.
 	Revision() int64
+	// Fleet lists the gateways sharing the store, each at its revision.
+	Fleet(ctx context.Context) ([]GatewayStatus, error)
 }
 
 // Keys under the prefix: pools/NAME, services/NAME, assignments/NAME with
@@ -88,8 +90,14 @@ type Etcd struct {
 
 	latest  atomic.Int64 // newest meta/commit mod revision the watch saw
 	force   atomic.Bool  // a full Load is due whatever the revisions say
-	applied atomic.Int64 // store revision of the last Load or Commit
+	applied atomic.Int64 // store revision of the last Load or Commit (watch restarts)
+	rev     atomic.Int64 // seen, readable without mu (held across a Commit's round trip)
 	health  atomic.Pointer[error]
+
+	// Presence (etcdfleet.go), owned by the probe goroutine.
+	lease     clientv3.LeaseID
+	leaseLost atomic.Bool
+	reported  int64
 }
 
 var _ Shared = (*Etcd)(nil)
@@ -200,6 +208,9 @@ func (s *Etcd) Load() (State, error) {
 	for _, kv := range resp.Kvs {
 		rel := strings.TrimPrefix(string(kv.Key), s.prefix)
 		kind, name, _ := strings.Cut(rel, "/")
+		if kind+"/" == etcdGateways {
+			continue // presence, not state (etcdfleet.go)
+		}
 		if kind == "meta" {
 			if rel == etcdKeyCommit {
 				seen = kv.ModRevision
@@ -225,6 +236,7 @@ func (s *Etcd) Load() (State, error) {
 		}
 	}
 	s.seen = seen
+	s.rev.Store(seen)
 	s.applied.Store(resp.Header.Revision)
 	return st, nil
 }
@@ -304,6 +316,7 @@ func (s *Etcd) Commit(c Change) error {
 		return fmt.Errorf("commit to store: %w", ErrStale)
 	}
 	s.seen = resp.Header.Revision
+	s.rev.Store(s.seen)
 	s.applied.Store(resp.Header.Revision)
 	return nil
 }
@@ -328,8 +341,9 @@ func (s *Etcd) Health() error {
 	return nil
 }
 
-// Revision is the store revision of the last Load or Commit.
-func (s *Etcd) Revision() int64 { return s.applied.Load() }
+// Revision is meta/commit's revision in the state last loaded or
+// committed: the fleet-wide version, equal on every gateway once converged.
+func (s *Etcd) Revision() int64 { return s.rev.Load() }
 
 func (s *Etcd) notify() {
 	select {
@@ -370,6 +384,9 @@ func (s *Etcd) probe(ctx context.Context) {
 			return
 		}
 		s.setHealth(err)
+		if err == nil {
+			s.presence(ctx)
+		}
 		select {
 		case <-ctx.Done():
 			return

@@ -178,6 +178,7 @@ func Run(ctx context.Context, o Options) error {
 	api, err := webui.New(webui.Options{
 		Manager: w.manager, Flows: flows, Reporters: reporters, Gatherer: reg, Registerer: reg,
 		Health: healthAPI(checker), StoreHealth: w.storeHealth, StoreRevision: w.storeRevision,
+		Fleet: w.fleet, FleetName: w.fleetName,
 		Token: string(cfg.API.Token), Listen: cfg.API.Listen.String(), TLS: tlsConfig(cfg.API.TLS),
 		FlowWatchIdle: flowWatchIdle(cfg.API.LiveFlows),
 		Ready:         fx.Ready,

@@ -21,12 +21,21 @@ func openStore(cfg *config.Config, log *slog.Logger) (store.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	host, _ := os.Hostname()
-	st, err := store.OpenEtcd(store.EtcdOptions{Endpoints: et.Endpoints, TLS: tc, Prefix: et.Prefix, Gateway: host,
+	st, err := store.OpenEtcd(store.EtcdOptions{Endpoints: et.Endpoints, TLS: tc, Prefix: et.Prefix, Gateway: fleetName(et),
 		Logger: log.With("component", "store")})
 	if err != nil {
 		return nil, err
 	}
 	log.Info("state in etcd, shared by the fleet", "endpoints", et.Endpoints, "prefix", et.Prefix)
 	return st, nil
+}
+
+// fleetName is this gateway's name in the fleet: state.gateway, or the
+// host name.
+func fleetName(et *config.Etcd) string {
+	if et.Gateway != "" {
+		return et.Gateway
+	}
+	host, _ := os.Hostname()
+	return host
 }

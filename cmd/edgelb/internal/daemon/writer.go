@@ -37,6 +37,8 @@ type writer struct {
 	// storeHealth and storeRevision: a fleet's shared store (nil otherwise).
 	storeHealth   func() error
 	storeRevision func() int64
+	fleet         func(context.Context) ([]store.GatewayStatus, error)
+	fleetName     string
 }
 
 // openBolt opens this gateway's own state file (state.type bbolt).
@@ -91,7 +93,8 @@ func standaloneWriter(cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus
 		close:      func() { st.Close() },
 	}
 	if sh, ok := st.(store.Shared); ok {
-		w.storeHealth, w.storeRevision = sh.Health, sh.Revision
+		w.storeHealth, w.storeRevision, w.fleet = sh.Health, sh.Revision, sh.Fleet
+		w.fleetName = fleetName(cfg.State.Etcd)
 	}
 	w.start = func(ctx context.Context) error {
 		if err := eng.SyncConfig(ctx, cfg.Pools, cfg.Services); err != nil {
