@@ -129,6 +129,13 @@ func checkStore(cfg *config.Config, host bool, out io.Writer) (store.State, erro
 	if cfg.Kubernetes.Enabled {
 		return empty, nil // cluster mode keeps its state in the API server
 	}
+	if cfg.State.Type == config.StateEtcd {
+		// A fleet's state is shared and changes under other gateways: not
+		// read here (no bbolt file, and edgelb's tables in the kernel say
+		// nothing about it). GET /api/v1/fleet on a gateway shows it.
+		fmt.Fprintf(out, "state: shared by a fleet in etcd %v prefix %s: not read by check\n", cfg.State.Etcd.Endpoints, cfg.State.Etcd.Prefix)
+		return empty, nil
+	}
 	path := filepath.Join(cfg.State.Dir, "edgelb.db")
 	st, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) || (err == nil && st.Size() == 0) {

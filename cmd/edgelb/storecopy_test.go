@@ -61,3 +61,16 @@ func FuzzParseStoreSpec(f *testing.F) {
 		}
 	})
 }
+
+// TestCheckFleetStore: check does not look for a bbolt file in a fleet.
+func TestCheckFleetStore(t *testing.T) {
+	code, out := runCheck(t, `
+pools:
+  - name: a
+    addresses: ["192.0.2.0/25"]
+state: {type: etcd, endpoints: ["http://192.0.2.200:2379"]}
+`, "--no-host")
+	if code != 0 || !strings.Contains(out, "shared by a fleet in etcd") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}

@@ -237,7 +237,17 @@ func TestFleetEtcdTrouble(t *testing.T) {
 	t.Logf("outage: writes %v; after restart writes succeed in %s", outage, recovered.Round(time.Millisecond))
 	_ = t0
 
-	// 4. kill -9 of gateway C in the middle of writes.
+	// 4. kill -9 of gateway C in the middle of writes (once C writes again
+	// after the outage: its own client may still be reconnecting).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if code, _, _ := l.client(2, 19).put("c-ready"); code/100 == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("gateway C accepts no write 30 s after the outage")
+		}
+	}
+	var kacked atomic.Int64
 	var kw sync.WaitGroup
 	killStop := make(chan struct{})
 	for id := range 5 {
@@ -251,7 +261,9 @@ func TestFleetEtcdTrouble(t *testing.T) {
 					return
 				default:
 				}
-				w.put(fmt.Sprintf("k%d-%d", id, n))
+				if code, _, _ := w.put(fmt.Sprintf("k%d-%d", id, n)); code/100 == 2 {
+					kacked.Add(1)
+				}
 				time.Sleep(60 * time.Millisecond)
 			}
 		}()
@@ -297,8 +309,11 @@ func TestFleetEtcdTrouble(t *testing.T) {
 			t.Errorf("gateway %d kernel: %d VIPs, the store %d", g, len(got), len(want))
 		}
 	}
-	fmt.Printf("MEASURED fleet trouble vip_requests=%d failed=%d leader_kill_write_gap_ms=%d partition_write_gap_ms=%d outage_writes=%v recovery_ms=%d kill9_half_written=%d services=%d\n",
-		sent.Load(), failed.Load(), afterLeader.Milliseconds(), afterPartition.Milliseconds(), outage, recovered.Milliseconds(), half, len(svcs))
+	fmt.Printf("MEASURED fleet trouble vip_requests=%d failed=%d leader_kill_write_gap_ms=%d partition_write_gap_ms=%d outage_writes=%v recovery_ms=%d kill9_half_written=%d kill9_writes_acked=%d services=%d (load %s)\n",
+		sent.Load(), failed.Load(), afterLeader.Milliseconds(), afterPartition.Milliseconds(), outage, recovered.Milliseconds(), half, kacked.Load(), len(svcs), netns.Loadavg())
+	if kacked.Load() < 10 {
+		t.Errorf("only %d writes acknowledged by gateway C before its kill -9: nothing was in the middle of writing", kacked.Load())
+	}
 	if failed.Load() != 0 {
 		t.Errorf("%d of %d requests through the VIPs failed", failed.Load(), sent.Load())
 	}
