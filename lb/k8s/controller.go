@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"sort"
 	"sync"
@@ -91,6 +92,8 @@ type term struct {
 	ctx   context.Context
 	svcQ  workqueue.TypedRateLimitingInterface[string]
 	poolQ workqueue.TypedRateLimitingInterface[string]
+	// statusQ: Service status writes, an effect of decided (status.go).
+	statusQ workqueue.TypedRateLimitingInterface[string]
 
 	changed func() // the Controller's: after a pending reason changes
 
@@ -101,6 +104,11 @@ type term struct {
 	pending map[string]string    // Service key → why it has no (complete) address
 	warned  map[string]string    // last Warning sent per object, to not repeat it
 	adopted []string             // Services whose addresses adoption loaded
+	// decided is the leader's decision per Service it reconciled: what its
+	// dataplane programs (buildDesired) and what statusQ writes. stripped:
+	// addresses to remove from the status of a Service no longer ours.
+	decided  map[string][]netip.Addr
+	stripped map[string][]netip.Addr
 }
 
 const (
@@ -410,9 +418,12 @@ func (c *Controller) lead(runCtx, lctx context.Context) {
 		pending: map[string]string{},
 		warned:  map[string]string{},
 		changed: c.changed,
+		statusQ: newStatusQueue(),
+		decided: map[string][]netip.Addr{}, stripped: map[string][]netip.Addr{},
 	}
 	defer t.svcQ.ShutDown()
 	defer t.poolQ.ShutDown()
+	defer t.statusQ.ShutDown()
 	t0 := time.Now()
 	n, err := c.adopt(ctx, t)
 	for err != nil {
@@ -438,6 +449,7 @@ func (c *Controller) lead(runCtx, lctx context.Context) {
 		c.term = nil
 		c.mu.Unlock()
 		c.changed()
+		c.kickDesired() // from Service status again, as a follower
 		c.m.leader.Set(0)
 		c.m.pending.Set(0)
 	}()
@@ -451,12 +463,14 @@ func (c *Controller) lead(runCtx, lctx context.Context) {
 		t.svcQ.Add(k)
 	}
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); c.serviceWorker(t) }()
 	go func() { defer wg.Done(); c.poolWorker(t) }()
+	go func() { defer wg.Done(); c.statusWorker(t) }()
 	<-ctx.Done()
 	t.svcQ.ShutDown()
 	t.poolQ.ShutDown()
+	t.statusQ.ShutDown()
 	wg.Wait()
 	log.Info("stopped leading")
 }

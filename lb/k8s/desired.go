@@ -60,13 +60,20 @@ func (c *Controller) buildDesired() lb.Desired {
 	if gfp.String() != c.memoFP || c.memo == nil {
 		c.memoFP, c.memo = gfp.String(), map[string]memoEntry{}
 	}
+	// On the leader a Service it has reconciled is served from its decision,
+	// not from its status (which follows, status.go); others from status.
+	decided := c.decidedVIPs()
 	next := make(map[string]memoEntry, len(svcs))
 	for _, svc := range svcs {
 		key := svc.Namespace + "/" + svc.Name
 		objs, _ := c.sliceInf.GetIndexer().ByIndex(sliceIdx, key)
 		var slices []*discoveryv1.EndpointSlice
-		fp := svc.ResourceVersion
-		cacheable := fp != "" // objects without versions (fake clients) are never remembered
+		vips, dec := decided[key]
+		if !dec {
+			vips = ingressIPs(svc)
+		}
+		fp := fmt.Sprint(svc.ResourceVersion, vips)
+		cacheable := svc.ResourceVersion != "" // objects without versions (fake clients) are never remembered
 		for _, o := range objs {
 			if s, ok := o.(*discoveryv1.EndpointSlice); ok {
 				slices = append(slices, s)
@@ -77,7 +84,7 @@ func (c *Controller) buildDesired() lb.Desired {
 		m, ok := c.memo[key]
 		if !ok || m.fp != fp || !cacheable {
 			part := desiredInput{opts: &c.opts, pools: pools, zone: zone, nodes: nodes, nodeAddrs: nodeAddrs}
-			part.add(svc, slices)
+			part.addVIPs(svc, slices, vips)
 			m = memoEntry{fp: fp, services: part.cfg.Services}
 			for _, v := range part.vips {
 				m.vips = append(m.vips, *v)
@@ -114,7 +121,13 @@ type desiredInput struct {
 	vips map[netip.Addr]*announce.VIP
 }
 
+// add adds svc served on the addresses of its status.
 func (d *desiredInput) add(svc *corev1.Service, slices []*discoveryv1.EndpointSlice) {
+	d.addVIPs(svc, slices, ingressIPs(svc))
+}
+
+// addVIPs adds svc served on addrs (its status, or the leader's decision).
+func (d *desiredInput) addVIPs(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, addrs []netip.Addr) {
 	ourLB := d.opts.ours(svc)
 	nodePort := svc.Spec.Type == corev1.ServiceTypeNodePort || (ourLB && d.opts.NodePortsOnLoadBalancers)
 	if !ourLB && !nodePort {
@@ -124,7 +137,7 @@ func (d *desiredInput) add(svc *corev1.Service, slices []*discoveryv1.EndpointSl
 	if ourLB {
 		// Only addresses of our pools: a status written by someone else
 		// must not make us announce an arbitrary address.
-		for _, ip := range ingressIPs(svc) {
+		for _, ip := range addrs {
 			if poolOf(d.pools, ip) != "" {
 				vips = append(vips, ip)
 			}

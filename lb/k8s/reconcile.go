@@ -1,7 +1,6 @@
 package k8s
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -229,7 +228,8 @@ func (c *Controller) reconcileService(t *term, key string) error {
 	if len(added) > 0 || released {
 		t.poolQ.AddAfter(keyStatus, 300*time.Millisecond)
 	}
-	return c.writeIngress(t.ctx, svc, after)
+	c.decide(t, key, after)
+	return nil
 }
 
 // dropService releases a Service that is no longer ours (type or class
@@ -246,18 +246,18 @@ func (c *Controller) dropService(t *term, svc *corev1.Service, key string) error
 	c.m.allocations.WithLabelValues("released").Add(float64(len(held)))
 	c.kickPending(t, key)
 	t.poolQ.AddAfter(keyStatus, 300*time.Millisecond)
-	var keep []netip.Addr
-	for _, ip := range ingressIPs(svc) {
-		if !containsAddr(held, ip) {
-			keep = append(keep, ip)
-		}
-	}
 	c.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonReleased, "Released %v: the Service is no longer a LoadBalancer of class %q", held, c.opts.Class)
-	return c.writeIngress(t.ctx, svc, keep)
+	t.mu.Lock()
+	t.stripped[key] = held
+	t.mu.Unlock()
+	t.statusQ.Add(key)
+	return nil
 }
 
 func (t *term) forget(key string) {
 	t.mu.Lock()
+	delete(t.decided, key)
+	delete(t.stripped, key)
 	delete(t.pending, key)
 	delete(t.reqs, key)
 	delete(t.warned, key)
@@ -296,30 +296,6 @@ func (c *Controller) warn(t *term, obj runtime.Object, key, reason, msg string) 
 	if !same {
 		c.recorder.Event(obj, corev1.EventTypeWarning, reason, msg)
 	}
-}
-
-func (c *Controller) writeIngress(ctx context.Context, svc *corev1.Service, ips []netip.Addr) error {
-	cur := ingressIPs(svc)
-	if len(cur) == len(ips) && len(svc.Status.LoadBalancer.Ingress) == len(ips) {
-		same := true
-		for i := range ips {
-			same = same && cur[i] == ips[i]
-		}
-		if same {
-			return nil
-		}
-	}
-	cp := svc.DeepCopy()
-	cp.Status.LoadBalancer.Ingress = nil
-	vip := corev1.LoadBalancerIPModeVIP
-	for _, ip := range ips {
-		cp.Status.LoadBalancer.Ingress = append(cp.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip.String(), IPMode: &vip})
-	}
-	_, err := c.cs.CoreV1().Services(svc.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{FieldManager: "edgelb"})
-	if err != nil {
-		return fmt.Errorf("update status of %s/%s: %w", svc.Namespace, svc.Name, err)
-	}
-	return nil
 }
 
 func diffAddrs(a, b []netip.Addr) []netip.Addr {

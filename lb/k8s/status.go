@@ -1,0 +1,170 @@
+package k8s
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Event reasons of the status effect.
+const (
+	ReasonStatusFailed  = "StatusWriteFailed"
+	ReasonStatusWritten = "StatusWritten"
+)
+
+// Service status is an effect of the leader's decision, not a precondition
+// of programming it: reconcileService records what a Service holds in
+// t.decided (the leader's own Desired is built from it at once) and queues
+// the status write here. A write that fails is retried with backoff capped at
+// statusRetryMax, reported on that Service with a Warning Event, and never
+// withdraws the VIP or frees the address (the allocator keeps it held by the
+// Service); other Services' writes go on (each key is its own work item).
+// Followers learn the decision from the API server, as before.
+const statusRetryMax = 5 * time.Second
+
+func newStatusQueue() workqueue.TypedRateLimitingInterface[string] {
+	// Per-Service backoff only (no shared token bucket): one Service whose
+	// writes keep failing must not slow the writes of others.
+	rl := workqueue.NewTypedItemExponentialFailureRateLimiter[string](20*time.Millisecond, statusRetryMax)
+	return workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[string]{Name: "edgelb-status"})
+}
+
+// decide records the leader's decision for key and hands it to the dataplane
+// (a rebuild now, not after the status write has come back through the API
+// server) and to the status writer.
+func (c *Controller) decide(t *term, key string, ips []netip.Addr) {
+	t.mu.Lock()
+	prev, had := t.decided[key]
+	t.decided[key] = slices.Clone(ips)
+	delete(t.stripped, key)
+	t.mu.Unlock()
+	if !had || !slices.Equal(prev, ips) {
+		// Add, not kickDesired's batch: the decision is the leader's own,
+		// one per reconcile, and the queue coalesces what arrives while a
+		// rebuild runs.
+		c.desiredQ.Add(keyAll)
+	}
+	t.statusQ.Add(key)
+}
+
+// decidedVIPs snapshots the leader's decisions for buildDesired; nil when
+// not leading (every Service is then served from its status).
+func (c *Controller) decidedVIPs() map[string][]netip.Addr {
+	c.mu.Lock()
+	t := c.term
+	c.mu.Unlock()
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[string][]netip.Addr, len(t.decided))
+	for k, v := range t.decided {
+		out[k] = v // never mutated in place: decide stores a fresh clone
+	}
+	return out
+}
+
+func (c *Controller) statusWorker(t *term) {
+	for {
+		key, quit := t.statusQ.Get()
+		if quit {
+			return
+		}
+		err := c.syncStatus(t, key)
+		if err != nil && t.ctx.Err() == nil {
+			c.opts.Logger.Debug("status write failed; retrying", "service", key, "err", err)
+			t.statusQ.AddRateLimited(key)
+		} else {
+			t.statusQ.Forget(key)
+		}
+		t.statusQ.Done(key)
+	}
+}
+
+// syncStatus writes key's status.loadBalancer.ingress to the leader's
+// decision (or strips the addresses of a Service no longer ours).
+func (c *Controller) syncStatus(t *term, key string) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil
+	}
+	svc, err := c.services.Services(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	ips, dec := t.decided[key]
+	strip, str := t.stripped[key]
+	t.mu.Unlock()
+	var want []netip.Addr
+	switch {
+	case dec && c.opts.ours(svc):
+		want = ips
+	case str:
+		for _, ip := range ingressIPs(svc) {
+			if !containsAddr(strip, ip) {
+				want = append(want, ip)
+			}
+		}
+	default:
+		return nil // not decided (yet), or no longer ours: reconcile queues it
+	}
+	if err := c.writeIngress(t.ctx, svc, want); err != nil {
+		if !apierrors.IsConflict(err) && t.ctx.Err() == nil {
+			// A conflict only means our cached copy is stale: the informer
+			// brings the new one and the retry succeeds; anything else is
+			// the Service owner's to know.
+			c.warn(t, svc, "status/"+key, ReasonStatusFailed, fmt.Sprintf(
+				"cannot write status.loadBalancer.ingress %v: %v; the address stays held by this Service and the leader keeps serving it; retrying",
+				want, err))
+		}
+		return err
+	}
+	t.mu.Lock()
+	if str && slices.Equal(t.stripped[key], strip) {
+		delete(t.stripped, key)
+	}
+	_, failed := t.warned["status/"+key]
+	delete(t.warned, "status/"+key)
+	t.mu.Unlock()
+	if failed {
+		c.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonStatusWritten, "status.loadBalancer.ingress written: %v", want)
+	}
+	return nil
+}
+
+func (c *Controller) writeIngress(ctx context.Context, svc *corev1.Service, ips []netip.Addr) error {
+	cur := ingressIPs(svc)
+	if len(cur) == len(ips) && len(svc.Status.LoadBalancer.Ingress) == len(ips) {
+		same := true
+		for i := range ips {
+			same = same && cur[i] == ips[i]
+		}
+		if same {
+			return nil
+		}
+	}
+	cp := svc.DeepCopy()
+	cp.Status.LoadBalancer.Ingress = nil
+	vip := corev1.LoadBalancerIPModeVIP
+	for _, ip := range ips {
+		cp.Status.LoadBalancer.Ingress = append(cp.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip.String(), IPMode: &vip})
+	}
+	_, err := c.cs.CoreV1().Services(svc.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{FieldManager: "edgelb"})
+	if err != nil {
+		return fmt.Errorf("update status of %s/%s: %w", svc.Namespace, svc.Name, err)
+	}
+	return nil
+}
