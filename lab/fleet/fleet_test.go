@@ -239,28 +239,7 @@ func runChurn(t *testing.T, l *lab, dur time.Duration) (int, int, churnStats) {
 	<-sampler
 
 	// Converged: every gateway at the same revision with the same view.
-	cls := []*client{l.client(0, 6), l.client(1, 6), l.client(2, 6)}
-	var final map[string][]netip.Addr
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		views := make([]map[string][]netip.Addr, 3)
-		revs := make([]string, 3)
-		var err error
-		for i, cl := range cls {
-			if views[i], revs[i], err = cl.list(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if revs[0] == revs[1] && revs[1] == revs[2] && equalViews(views[0], views[1]) && equalViews(views[1], views[2]) {
-			final = views[0]
-			t.Logf("converged at store revision %s with %d services", revs[0], len(final))
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gateways not converged after the churn: revisions %v", revs)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	final := l.converged(t)
 	dup := dupSeen + dups(final)
 	lost := 0
 	for name, o := range known {
