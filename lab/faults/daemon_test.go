@@ -193,27 +193,6 @@ func procStatus(pid int, fields ...string) (map[string]int64, error) {
 	return out, nil
 }
 
-// procCPU is a process's user+system CPU time from /proc/PID/stat.
-func procCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// Fields after the command (which may hold spaces) start after ") ".
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * time.Second / 100 // USER_HZ is 100 on Linux
-}
-
 // syncBuf is a goroutine-safe log sink for the daemon's output.
 type syncBuf struct {
 	mu  sync.Mutex

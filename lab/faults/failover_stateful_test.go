@@ -500,6 +500,13 @@ func sfRun(t *testing.T, exe string, c sfCase) {
 		}
 	}
 
+	if c.sync && sfSyncCostWanted() {
+		sfSyncCost(t, c, client, dst, gws, owner())
+		if !foWait(60*time.Second, settled) {
+			t.Fatalf("not settled in 60 s after the sync-cost window")
+		}
+	}
+
 	measure := func(phase string, t0 time.Time, note string) int {
 		// Wait for every stream to read after t0 (or 12 s: a stream that
 		// has not by then has been blackholed past several retransmission
