@@ -66,8 +66,6 @@ func (a *Announcer) startCluster() error {
 		return fmt.Errorf("l2: start memberlist on %s: %w", bind, err)
 	}
 	a.ml = ml
-	a.wg.Add(1)
-	go a.joinLoop()
 	return nil
 }
 
@@ -113,11 +111,7 @@ func (a *Announcer) joinLoop() {
 		}
 		if first {
 			first = false
-			a.mu.Lock()
-			a.joined = true
-			a.updateReadinessLocked()
-			a.mu.Unlock()
-			a.poke()
+			a.inbox.post(event{kind: evJoined})
 		}
 		select {
 		case <-a.ctx.Done():
@@ -146,12 +140,15 @@ func (a *Announcer) missingMembers() []string {
 // send delivers our state to one member over memberlist's reliable channel,
 // retrying briefly while the member is alive: the handover waits for these
 // messages, so a lost one would only delay it until the next push/pull.
-func (a *Announcer) send(n memberlist.Node, msg []byte) {
-	a.sendMu.Lock()
-	defer a.sendMu.Unlock()
-	if a.sendsClosed {
+// Called by the keeper only; the sending runs on its own goroutine so the
+// keeper never waits on the network.
+func (k *keeper) send(n memberlist.Node, msg []byte) {
+	if k.sendsClosed {
 		return
 	}
+	a := k.a
+	// The keeper is counted in a.wg until it returns, so this Add never
+	// races Close's Wait.
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
@@ -172,11 +169,7 @@ func (a *Announcer) send(n memberlist.Node, msg []byte) {
 			case <-time.After(delay):
 			}
 			delay *= 2
-			a.mu.Lock()
-			p := a.peers[n.Name]
-			alive := p != nil && p.alive
-			a.mu.Unlock()
-			if !alive {
+			if !a.snap.Load().alive(n.Name) {
 				return
 			}
 		}
@@ -186,21 +179,17 @@ func (a *Announcer) send(n memberlist.Node, msg []byte) {
 // sendStateSync sends our state to every live member and waits (bounded):
 // used on a withdrawing Close so the others take over before we leave.
 func (a *Announcer) sendStateSync(timeout time.Duration) {
-	a.mu.Lock()
-	msg := a.self.marshal()
-	var nodes []memberlist.Node
-	for _, p := range a.peers {
-		if p.alive {
-			nodes = append(nodes, p.node)
-		}
-	}
-	a.mu.Unlock()
+	s := a.snap.Load()
 	var wg sync.WaitGroup
-	for _, n := range nodes {
+	for _, p := range s.peers {
+		if !p.alive {
+			continue
+		}
+		n := p.node
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			a.ml.SendReliable(&n, msg)
+			a.ml.SendReliable(&n, s.selfMsg)
 		}()
 	}
 	done := make(chan struct{})
@@ -211,62 +200,23 @@ func (a *Announcer) sendStateSync(timeout time.Duration) {
 	}
 }
 
-// receive stores a member's state if it is newer than what we have.
+// receive hands a member's state to the keeper (memberlist's goroutine:
+// parsing is pure, nothing here waits).
 func (a *Announcer) receive(b []byte) {
 	s, err := unmarshalState(b)
 	if err != nil {
 		a.log.Warn("ignored member state", "err", err)
 		return
 	}
-	a.mu.Lock()
 	if s.Name == a.name {
-		a.mu.Unlock()
 		return
 	}
-	p := a.peerLocked(s.Name)
-	if s.WantReply {
-		p.needsState = true // answered by the next reconcile
-	}
-	// Older than what we have seen: late, drop it. The same generation is
-	// taken only to refill the state of a live member we had dropped (it was
-	// falsely declared dead and is answering our request); from a member we
-	// believe dead it is a message of the dead process still in flight.
-	if s.Gen < p.lastGen || (s.Gen == p.lastGen && (p.state != nil || !p.alive)) {
-		last := p.lastGen
-		a.mu.Unlock()
-		a.log.Debug("stale member state ignored", "member", s.Name, "gen", s.Gen, "last", last)
-		if s.WantReply {
-			a.poke()
-		}
-		return
-	}
-	s.WantReply = false
-	p.lastGen = s.Gen
-	p.state = &s
-	p.vips, p.claimed = setOf(s.VIPs), setOf(s.Claimed)
-	a.mu.Unlock()
-	a.poke()
-}
-
-func (a *Announcer) peerLocked(name string) *peer {
-	p := a.peers[name]
-	if p == nil {
-		p = &peer{node: memberlist.Node{Name: name}, since: time.Now()}
-		a.peers[name] = p
-	}
-	return p
-}
-
-func setOf(l []netip.Addr) map[netip.Addr]bool {
-	m := make(map[netip.Addr]bool, len(l))
-	for _, a := range l {
-		m[a] = true
-	}
-	return m
+	a.inbox.post(event{kind: evState, state: s})
 }
 
 // delegate adapts memberlist's callbacks. They run on memberlist's
-// goroutines (some under its node lock): they only record and poke.
+// goroutines (some under its node lock): they only post events to the
+// keeper or read its snapshot.
 type delegate struct{ a *Announcer }
 
 func (d *delegate) NodeMeta(int) []byte               { return nil }
@@ -276,54 +226,32 @@ func (d *delegate) MergeRemoteState(b []byte, _ bool) { d.a.receive(bytes.Clone(
 func (d *delegate) NotifyJoin(n *memberlist.Node)     { d.a.memberAlive(n) }
 func (d *delegate) NotifyUpdate(n *memberlist.Node)   { d.a.memberAlive(n) }
 func (d *delegate) NotifyLeave(n *memberlist.Node)    { d.a.memberGone(n) }
+func (d *delegate) LocalState(bool) []byte            { return d.a.snap.Load().selfMsg }
 
-func (d *delegate) LocalState(bool) []byte {
-	d.a.mu.Lock()
-	defer d.a.mu.Unlock()
-	return d.a.self.marshal()
-}
-
+// memberAlive tells the keeper memberlist sees n alive.
 func (a *Announcer) memberAlive(n *memberlist.Node) {
 	if n.Name == a.name {
 		return
 	}
-	a.mu.Lock()
-	p := a.peerLocked(n.Name)
-	p.node = *n
-	p.node.Meta = nil
-	joined := !p.alive
-	if joined {
-		// Send it our state, and ask for its own if we have none: after we
-		// declared it dead (and dropped its state) it may come back without
-		// noticing anything, and would not send its state on its own.
-		p.alive, p.left, p.since, p.needsState = true, false, time.Now(), true
-		p.askState, p.askedAt, p.warned = p.state == nil, time.Time{}, false
-	}
-	a.mu.Unlock()
-	if joined {
-		a.log.Info("member alive", "member", n.Name, "address", n.Address())
-	}
-	a.poke()
+	node := *n
+	node.Meta = nil
+	a.inbox.post(event{kind: evAlive, node: node})
 }
 
+// memberGone tells the keeper memberlist declared n dead or gone. Logged
+// here, when memberlist decides (the failover lab times false deaths by it).
 func (a *Announcer) memberGone(n *memberlist.Node) {
 	if n.Name == a.name {
 		return
 	}
-	a.mu.Lock()
-	p := a.peerLocked(n.Name)
-	left := n.State == memberlist.StateLeft
-	p.alive, p.left, p.since = false, left, time.Now()
-	// Its claims die with it: a failed gateway answers nothing. lastGen is
-	// kept so a message from the dead process still in flight is ignored.
-	p.state, p.vips, p.claimed = nil, nil, nil
-	a.mu.Unlock()
+	node := *n
+	node.Meta = nil
 	how := "failed"
-	if left {
+	if n.State == memberlist.StateLeft {
 		how = "left"
 	}
 	a.log.Info("member gone", "member", n.Name, "how", how)
-	a.poke()
+	a.inbox.post(event{kind: evGone, node: node})
 }
 
 // logWriter turns memberlist's "[LEVEL] memberlist: ..." lines into slog records.

@@ -154,12 +154,12 @@ func runFailover(t *testing.T, n int) {
 	}
 
 	t.Logf("=== %d gateways, %d kill -9 trials (goal p99 < 500 ms; kube-vip ≈ 3 s, MetalLB \"a few seconds\", keepalived ≈ 3 s)", n, failoverTrials)
-	t.Log(summary("IPv4 requests succeed again  ", recover4))
-	t.Log(summary("IPv4 client entry has new MAC", neigh4))
-	t.Log(summary("IPv6 requests succeed again  ", recover6))
-	t.Log(summary("IPv6 client entry has new MAC", neigh6))
-	t.Log(summary("old owner back → rebalanced  ", rebalance))
-	t.Logf("returns: %d wire probes during the returns, %d answered by two MACs; gateway logs: %d overlapping claims", returnProbes, returnSplit, len(logOverlaps))
+	t.Logf("MEASURED %d gateways: %s", n, summary("IPv4 requests succeed again  ", recover4))
+	t.Logf("MEASURED %d gateways: %s", n, summary("IPv4 client entry has new MAC", neigh4))
+	t.Logf("MEASURED %d gateways: %s", n, summary("IPv6 requests succeed again  ", recover6))
+	t.Logf("MEASURED %d gateways: %s", n, summary("IPv6 client entry has new MAC", neigh6))
+	t.Logf("MEASURED %d gateways: %s", n, summary("old owner back → rebalanced  ", rebalance))
+	t.Logf("MEASURED %d gateways: returns: %d wire probes during the returns, %d answered by two MACs; gateway logs: %d overlapping claims", n, returnProbes, returnSplit, len(logOverlaps))
 	fd := l.falseDeaths()
 	t.Logf("memberlist: %d suspicions refuted by live gateways (stale probes of a restarted gateway's previous incarnation, mostly), %d live gateways declared dead %v",
 		l.count("Refuting a suspect message"), len(fd), fd)
