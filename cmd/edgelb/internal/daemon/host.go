@@ -40,6 +40,7 @@ func HostFindings(cfg *config.Config, src hostcheck.Source) ([]hostcheck.Finding
 		out = append(out, nftSchedulerFindings(cfg)...)
 	}
 	out = append(out, stateSyncFindings(cfg, linkExists)...)
+	out = append(out, ecmpFindings(cfg, mode, src)...)
 	if mode == config.ModeIPVS {
 		out = append(out, ipvsStateSyncFindings(cfg)...)
 	}

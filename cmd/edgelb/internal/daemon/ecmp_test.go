@@ -1,0 +1,49 @@
+package daemon
+
+import (
+	"slices"
+	"testing"
+	"testing/fstest"
+
+	"github.com/edgelb/edgelb/lb/config"
+	"github.com/edgelb/edgelb/proxy/hostcheck"
+)
+
+func TestECMPFindings(t *testing.T) {
+	const pools = "pools: [{name: p, addresses: [\"192.0.2.0/24\"]}]\ndataplane: {mode: nftables}\n"
+	const bgp = "announce: {bgp: {localASN: 65001, peers: [{address: 192.0.2.1, asn: 65002}]}}\n"
+	svc := func(name, extra string) string {
+		return "  - {name: " + name + ", pool: p, ports: [{port: 80}], backends: [{address: \"198.51.100.1\"}]" + extra + "}\n"
+	}
+	liberal := func(v string) hostcheck.Source {
+		return hostcheck.Source{Sys: fstest.MapFS{"net/netfilter/nf_conntrack_tcp_be_liberal": {Data: []byte(v + "\n")}}}
+	}
+	for _, tc := range []struct {
+		name, yaml string
+		src        hostcheck.Source
+		want       []string
+	}{
+		{"no BGP: nothing is rehashed", pools + "services:\n" + svc("a", ""), liberal("0"), nil},
+		{"BGP, default scheduler", pools + bgp + "services:\n" + svc("a", ""), liberal("1"), []string{"INFO ecmp-scheduler"}},
+		{"BGP, mh nat-nosnat, liberal", pools + bgp + "services:\n" + svc("a", ", scheduler: mh, method: nat-nosnat"), liberal("1"), nil},
+		{"BGP, mh nat-nosnat, strict tracking", pools + bgp + "services:\n" + svc("a", ", scheduler: mh, method: nat-nosnat"), liberal("0"), []string{"WARN ecmp-be-liberal"}},
+		{"BGP, mh with masquerade", pools + bgp + "services:\n" + svc("a", ", scheduler: mh"), liberal("1"), []string{"WARN ecmp-mh-masquerade"}},
+		{"BGP, sysctl unreadable: no guess", pools + bgp + "services:\n" + svc("a", ", scheduler: mh, method: nat-nosnat"), hostcheck.Source{Sys: fstest.MapFS{}}, nil},
+		{"BGP, mixed", pools + bgp + "services:\n" + svc("a", "") + svc("b", ", scheduler: mh"), liberal("0"),
+			[]string{"INFO ecmp-scheduler", "WARN ecmp-mh-masquerade", "WARN ecmp-be-liberal"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := config.Parse([]byte(tc.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, f := range ecmpFindings(cfg, config.ModeNFTables, tc.src) {
+				got = append(got, f.Severity.String()+" "+f.Code)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("findings %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
