@@ -272,6 +272,39 @@ async function pollHealth() {
   setTimeout(pollHealth, HEALTH_POLL_MS);
 }
 
+// pollFleet shows the gateways sharing this one's store (state.type etcd):
+// each one's applied store revision, so an operator sees one fall behind.
+// Not a fleet (404): the section stays hidden and polling stops.
+const FLEET_POLL_MS = 5000;
+async function pollFleet() {
+  if (!document.hidden) {
+    try {
+      const r = await api('GET', '/api/v1/fleet');
+      if (r.status === 404) return;
+      if (r.ok && r.data) renderFleet(r.data);
+    } catch (e) { /* the stream's status line reports a dead server */ }
+  }
+  setTimeout(pollFleet, FLEET_POLL_MS);
+}
+
+function renderFleet(f) {
+  $('#fleet').hidden = false;
+  const gws = f.gateways || [];
+  const top = Math.max(f.revision || 0, ...gws.map((g) => g.revision || 0));
+  const rows = gws.map((g) => {
+    const behind = top - (g.revision || 0);
+    const me = g.name === f.gateway;
+    const age = g.reported ? Math.max(0, Math.round((Date.now() - Date.parse(g.reported)) / 1000)) + ' s ago' : '';
+    return el('tr', { 'data-gateway': g.name }, el('th', { scope: 'row' }, g.name + (me ? ' (this gateway)' : '')),
+      el('td', {}, String(g.revision || 0)), el('td', {}, age),
+      el('td', { class: behind ? 'state-down' : 'state-up' }, behind ? behind + ' revision(s) behind' : 'current'));
+  });
+  if (rows.length === 0) rows.push(el('tr', {}, el('td', { colspan: 4, class: 'empty' }, 'No gateway has reported yet.')));
+  $('#fleet-table tbody').replaceChildren(...rows);
+  $('#fleet-count').textContent = `(${gws.length} gateways; this one at revision ${f.revision || 0})`;
+  $('#fleet-stale').textContent = f.stale ? 'Store unavailable, state may be stale: ' + f.stale : '';
+}
+
 function renderFlows() {
   const now = Date.now() + state.offset;
   const flows = [...state.flows.values()].sort(newestFirst).slice(0, MAX_FLOW_ROWS);
@@ -484,6 +517,7 @@ document.addEventListener('DOMContentLoaded', () => {
   render();
   connect();
   pollHealth();
+  pollFleet();
   // Ages move even when nothing else does.
   setInterval(() => { renderFlows(); renderHealth(); }, 1000);
 });

@@ -315,3 +315,42 @@ func (b *Browser) WaitCharts(frontend, pred string, within time.Duration) ([]Cha
 	}
 	return c, cerr
 }
+
+// FleetView is the "Fleet" section: hidden unless the gateway is in one.
+type FleetView struct {
+	Hidden bool       `json:"hidden"`
+	Count  string     `json:"count"`
+	Stale  string     `json:"stale"`
+	Rows   []FleetRow `json:"rows"`
+}
+
+// FleetRow is one gateway of the fleet table.
+type FleetRow struct {
+	Gateway  string `json:"gateway"`
+	Revision string `json:"revision"`
+	State    string `json:"state"`
+}
+
+const readFleet = `(() => ({
+  hidden: document.querySelector('#fleet').hidden,
+  count: document.querySelector('#fleet-count').textContent,
+  stale: document.querySelector('#fleet-stale').textContent,
+  rows: [...document.querySelectorAll('#fleet-table tbody tr[data-gateway]')].map((r) => {
+    const c = [...r.children].map((x) => x.textContent);
+    return { gateway: c[0], revision: c[1], state: c[3] };
+  }) }))()`
+
+// Fleet reads the "Fleet" section.
+func (b *Browser) Fleet() (FleetView, error) {
+	return chromedp.Run(b.ctx, chromedp.Evaluate[FleetView](readFleet))
+}
+
+// WaitFleet waits until pred (a JavaScript expression over the FleetView
+// named f) holds, and returns the view.
+func (b *Browser) WaitFleet(pred string, within time.Duration) (FleetView, error) {
+	if err := b.poll(`((f) => `+pred+`)(`+readFleet+`)`, within); err != nil {
+		v, _ := b.Fleet()
+		return v, fmt.Errorf("fleet section: %s not met within %s (last %+v): %w", pred, within, v, err)
+	}
+	return b.Fleet()
+}
