@@ -7,9 +7,9 @@ import (
 )
 
 // Allocator is what the controller needs of lb's pure allocator. The
-// controller owns it from a single goroutine (the leader's worker), so it
-// need not be safe for concurrent use; reads from other goroutines go
-// through the controller's lock.
+// controller owns it from a single goroutine (the keeper, keeper.go), so
+// it need not be safe for concurrent use; workers use it only inside the
+// keeper's operations.
 type Allocator interface {
 	// ReplacePools replaces the pools. Assignments whose address left its
 	// pool stay held and are reported; the controller moves those Services.

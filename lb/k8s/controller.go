@@ -8,9 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
-	"slices"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,20 +59,19 @@ type Controller struct {
 
 	broadcaster record.EventBroadcaster
 	recorder    record.EventRecorder
-	refusedMu   sync.Mutex
-	refused     map[string]string // Service key → last refusal Warning (refused.go)
 
 	desiredQ workqueue.TypedRateLimitingInterface[string]
 	synced   chan struct{}
 	memo     map[string]memoEntry // desired worker only
 	memoFP   string
 
-	mu     sync.Mutex // guards term, last, built and subs
-	term   *term      // nil unless leading
-	last   lb.Desired
-	built  bool // last was computed from synced caches
-	subs   []chan lb.Desired
-	leadMu sync.Mutex // one leadership term at a time
+	// The keeper goroutine owns the mutable state (keeper.go): inbox takes
+	// its operations, snap is what readers see, kstop/kdone end it.
+	inbox     ops
+	snap      atomic.Pointer[snapshot]
+	kstop     chan struct{}
+	kstopOnce sync.Once
+	kdone     chan struct{}
 
 	// version moves after every change the Manager's lists can show
 	// (Services, IPPools, pending reasons, leadership), so the web UI polls
@@ -85,31 +81,6 @@ type Controller struct {
 
 // changed bumps the version; called after the change is visible to readers.
 func (c *Controller) changed() { c.version.Add(1) }
-
-// term is the state of one leadership term; a new term starts from what the
-// API says, never from memory of an earlier one.
-type term struct {
-	ctx   context.Context
-	svcQ  workqueue.TypedRateLimitingInterface[string]
-	poolQ workqueue.TypedRateLimitingInterface[string]
-	// statusQ: Service status writes, an effect of decided (status.go).
-	statusQ workqueue.TypedRateLimitingInterface[string]
-
-	changed func() // the Controller's: after a pending reason changes
-
-	mu      sync.Mutex // guards the fields below (svc and pool workers, Manager reads)
-	alloc   Allocator
-	pools   poolSet
-	reqs    map[string]intentKey // last request each Service was served with
-	pending map[string]string    // Service key → why it has no (complete) address
-	warned  map[string]string    // last Warning sent per object, to not repeat it
-	adopted []string             // Services whose addresses adoption loaded
-	// decided is the leader's decision per Service it reconciled: what its
-	// dataplane programs (buildDesired) and what statusQ writes. stripped:
-	// addresses to remove from the status of a Service no longer ours.
-	decided  map[string][]netip.Addr
-	stripped map[string][]netip.Addr
-}
 
 const (
 	keyPools  = "pools"  // revalidate IPPools and hand them to the allocator
@@ -147,6 +118,7 @@ func New(cs kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Control
 	if opts.NewAllocator != nil {
 		c.newAlloc = opts.NewAllocator
 	}
+	c.startKeeper()
 	// Resync 0: no periodic relists; everything is driven by watch events.
 	c.factory = informers.NewSharedInformerFactory(cs, 0)
 	c.svcInf = c.factory.Core().V1().Services().Informer()
@@ -228,10 +200,7 @@ func (c *Controller) serviceChanged(obj any) {
 	c.changed()
 	c.kickDesired()
 	if k := keyOf(obj); k != "" {
-		c.mu.Lock()
-		t := c.term
-		c.mu.Unlock()
-		if t != nil {
+		if t := c.view().term; t != nil {
 			t.svcQ.Add(k)
 		}
 	}
@@ -251,10 +220,7 @@ func (c *Controller) nodeChanged(o, n any) {
 func (c *Controller) poolsChanged() {
 	c.changed()
 	c.kickDesired()
-	c.mu.Lock()
-	t := c.term
-	c.mu.Unlock()
-	if t != nil {
+	if t := c.view().term; t != nil {
 		t.poolQ.Add(keyPools)
 	}
 }
@@ -276,21 +242,19 @@ func (c *Controller) poolUpdated(o, n any) {
 // so a restarting gateway never programs an empty state over working rules.
 func (c *Controller) Subscribe() <-chan lb.Desired {
 	ch := make(chan lb.Desired, 1)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.built {
-		ch <- c.last
-	}
-	c.subs = append(c.subs, ch)
+	// Posted, not waited for: the keeper delivers the current state (if
+	// any) and every later one; a call before Run is applied at once too.
+	c.inbox.post(op{f: func(k *keeper) {
+		if k.built {
+			ch <- k.last
+		}
+		k.subs = append(k.subs, ch)
+	}})
 	return ch
 }
 
 // IsLeader reports whether this instance currently assigns addresses.
-func (c *Controller) IsLeader() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.term != nil
-}
+func (c *Controller) IsLeader() bool { return c.view().term != nil }
 
 // WaitSynced blocks until the informers have synced or ctx ends.
 func (c *Controller) WaitSynced(ctx context.Context) error {
@@ -311,6 +275,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		return err
 	}
 	c.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.cs.CoreV1().Events("")})
+	defer c.stopKeeper() // last: the deferred steps below may still use it
 	defer c.broadcaster.Shutdown()
 	defer c.desiredQ.ShutDown()
 
@@ -361,15 +326,18 @@ func (c *Controller) Run(ctx context.Context) error {
 				return
 			}
 			// Run returns when leadership is lost (its lead() sees lctx end;
-			// leadMu keeps a next term from overlapping it), then campaign again.
+			// a next term waits for it to finish), then campaign again.
 			le.Run(ectx)
 		}
 	}()
 
 	<-ctx.Done()
 	// Stop leading first (workers finish their writes), then release the Lease.
-	c.leadMu.Lock()
-	c.leadMu.Unlock() //nolint:staticcheck // barrier
+	var last chan struct{}
+	c.do(func(k *keeper) { last = k.termDone })
+	if last != nil {
+		<-last
+	}
 	ecancel()
 	<-electDone
 	c.desiredQ.ShutDown()
@@ -395,194 +363,6 @@ func (c *Controller) checkCRD() error {
 	return ErrNoCRD
 }
 
-// lead is one leadership term. It ends when the Lease is lost (lctx) or
-// the controller stops (runCtx).
-func (c *Controller) lead(runCtx, lctx context.Context) {
-	c.leadMu.Lock()
-	defer c.leadMu.Unlock()
-	ctx, cancel := context.WithCancel(lctx)
-	defer cancel()
-	stop := context.AfterFunc(runCtx, cancel)
-	defer stop()
-	if runCtx.Err() != nil || lctx.Err() != nil {
-		return
-	}
-	log := c.opts.Logger.With("identity", c.opts.Identity)
-	log.Info("leading: loading assignments")
-	t := &term{
-		ctx:     ctx,
-		svcQ:    workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "edgelb-services"}),
-		poolQ:   workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "edgelb-pools"}),
-		alloc:   c.newAlloc(),
-		reqs:    map[string]intentKey{},
-		pending: map[string]string{},
-		warned:  map[string]string{},
-		changed: c.changed,
-		statusQ: newStatusQueue(),
-		decided: map[string][]netip.Addr{}, stripped: map[string][]netip.Addr{},
-	}
-	defer t.svcQ.ShutDown()
-	defer t.poolQ.ShutDown()
-	defer t.statusQ.ShutDown()
-	t0 := time.Now()
-	n, err := c.adopt(ctx, t)
-	for err != nil {
-		log.Error("leading: cannot load current assignments; retrying", "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
-		t.alloc, t.adopted = c.newAlloc(), nil
-		n, err = c.adopt(ctx, t)
-	}
-	c.m.syncSeconds.WithLabelValues("adopt").Observe(time.Since(t0).Seconds())
-	log.Info("leading: assignments loaded", "addresses", n, "after", time.Since(t0))
-
-	c.mu.Lock()
-	c.term = t
-	c.mu.Unlock()
-	c.changed()
-	c.m.leader.Set(1)
-	defer func() {
-		c.mu.Lock()
-		c.term = nil
-		c.mu.Unlock()
-		c.changed()
-		c.kickDesired() // from Service status again, as a follower
-		c.m.leader.Set(0)
-		c.m.pending.Set(0)
-	}()
-	t.poolQ.Add(keyStatus)
-	for _, k := range c.startOrder() {
-		t.svcQ.Add(k)
-	}
-	// Also every Service adoption saw: one deleted between that List and
-	// now (its event fell before the term began) must release its addresses.
-	for _, k := range t.adopted {
-		t.svcQ.Add(k)
-	}
-	var wg sync.WaitGroup
-	wg.Add(3)
-	go func() { defer wg.Done(); c.serviceWorker(t) }()
-	go func() { defer wg.Done(); c.poolWorker(t) }()
-	go func() { defer wg.Done(); c.statusWorker(t) }()
-	<-ctx.Done()
-	t.svcQ.ShutDown()
-	t.poolQ.ShutDown()
-	t.statusQ.ShutDown()
-	wg.Wait()
-	log.Info("stopped leading")
-}
-
-// adopt loads every Service's current ingress addresses into a fresh
-// allocator BEFORE anything is allocated: what the API says is in use stays
-// in use. It reads Services straight from the API (not the cache, which may
-// lag writes of the previous leader).
-func (c *Controller) adopt(ctx context.Context, t *term) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.pools = c.currentPools()
-	if _, err := t.alloc.ReplacePools(t.pools.Valid); err != nil {
-		return 0, fmt.Errorf("set pools: %w", err)
-	}
-	var svcs []corev1.Service
-	opts := metav1.ListOptions{Limit: 500}
-	for {
-		list, err := c.cs.CoreV1().Services("").List(ctx, opts)
-		if err != nil {
-			return 0, fmt.Errorf("list services: %w", err)
-		}
-		svcs = append(svcs, list.Items...)
-		if list.Continue == "" {
-			break
-		}
-		opts.Continue = list.Continue
-	}
-	sortServices(svcs)
-	n := 0
-	for i := range svcs {
-		svc := &svcs[i]
-		if !c.opts.ours(svc) {
-			continue
-		}
-		key := svc.Namespace + "/" + svc.Name
-		in, _ := parseIntent(svc) // a bad annotation must not free an address in use
-		if c.noAdopt {
-			continue
-		}
-		for _, ip := range ingressIPs(svc) {
-			if err := t.alloc.Adopt(key, ip, in.Req); err != nil {
-				// Another (older) Service holds it, or it left every pool:
-				// the reconcile of this Service sorts it out and says so.
-				c.opts.Logger.Warn("cannot keep address from status", "service", key, "ip", ip, "err", err)
-				continue
-			}
-			n++
-		}
-		// t.reqs stays unset: the first reconcile re-checks every adopted
-		// address against the Service's current spec (it may have been
-		// edited while no leader was running).
-		t.adopted = append(t.adopted, key)
-	}
-	return n, nil
-}
-
-// currentPools validates the IPPool objects in the cache.
-func (c *Controller) currentPools() poolSet {
-	var objs []*unstructured.Unstructured
-	for _, o := range c.poolInf.GetStore().List() {
-		if u, ok := o.(*unstructured.Unstructured); ok {
-			objs = append(objs, u)
-		}
-	}
-	return computePools(objs)
-}
-
-func (c *Controller) serviceWorker(t *term) {
-	for {
-		key, quit := t.svcQ.Get()
-		if quit {
-			return
-		}
-		t0 := time.Now()
-		err := c.reconcileService(t, key)
-		c.m.syncSeconds.WithLabelValues("service").Observe(time.Since(t0).Seconds())
-		if err != nil && t.ctx.Err() == nil {
-			c.opts.Logger.Debug("service sync failed; retrying", "service", key, "err", err)
-			t.svcQ.AddRateLimited(key)
-		} else {
-			t.svcQ.Forget(key)
-		}
-		t.svcQ.Done(key)
-	}
-}
-
-func (c *Controller) poolWorker(t *term) {
-	for {
-		key, quit := t.poolQ.Get()
-		if quit {
-			return
-		}
-		t0 := time.Now()
-		var err error
-		switch key {
-		case keyPools:
-			c.syncPools(t)
-		case keyStatus:
-			err = c.writePoolStatus(t)
-		}
-		c.m.syncSeconds.WithLabelValues("pools").Observe(time.Since(t0).Seconds())
-		if err != nil && t.ctx.Err() == nil {
-			c.opts.Logger.Debug("pool sync failed; retrying", "key", key, "err", err)
-			t.poolQ.AddRateLimited(key)
-		} else {
-			t.poolQ.Forget(key)
-		}
-		t.poolQ.Done(key)
-	}
-}
-
 func (c *Controller) desiredWorker() {
 	for {
 		key, quit := c.desiredQ.Get()
@@ -600,58 +380,17 @@ func (c *Controller) desiredWorker() {
 
 // publish hands d to every subscriber, replacing what they did not read.
 func (c *Controller) publish(d lb.Desired) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.last, c.built = d, true
-	for _, ch := range c.subs {
-		select {
-		case <-ch: // drop the stale value
-		default:
+	c.do(func(k *keeper) {
+		k.last, k.built, k.dirty = d, true, true
+		for _, ch := range k.subs {
+			select {
+			case <-ch: // drop the stale value
+			default:
+			}
+			ch <- d // cannot block: the keeper is the only sender and the buffer is empty
 		}
-		ch <- d // cannot block: this is the only sender and the buffer is empty
-	}
+	})
 }
 
 // Desired returns the latest desired state (zero before the caches synced).
-func (c *Controller) Desired() lb.Desired {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.last
-}
-
-var errNotLeader = errors.New("not the leader")
-
-// lb's allocator is the one the controller uses.
-var _ Allocator = (*lb.Allocator)(nil)
-
-// startOrder is the order a new term reconciles Services in: those that
-// request specific addresses first, then the rest, each by key — after the
-// adoption pass has restored every address already in a status. So no
-// automatic allocation can take an address a Service asks for, and the
-// result does not depend on names or informer order (issue 13). The queue
-// has one worker, so this is the order of allocation.
-func (c *Controller) startOrder() []string {
-	keys := c.svcInf.GetStore().ListKeys()
-	sort.Strings(keys)
-	var req, rest []string
-	for _, k := range keys {
-		o, ok, _ := c.svcInf.GetStore().GetByKey(k)
-		svc, isSvc := o.(*corev1.Service)
-		if ok && isSvc {
-			if in, err := parseIntent(svc); err == nil && len(in.Requested) > 0 {
-				req = append(req, k)
-				continue
-			}
-		}
-		rest = append(rest, k)
-	}
-	out := append(req, rest...)
-	if c.noAdopt {
-		// The churn test's negative control: without adoption a new term
-		// must visibly break assignments; reconciling in the reverse of the
-		// order the previous term used makes sure it does, rather than
-		// re-deriving the same addresses by luck of a deterministic order.
-		slices.Reverse(out)
-	}
-	return out
-}
+func (c *Controller) Desired() lb.Desired { return c.view().last }

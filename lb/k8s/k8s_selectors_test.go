@@ -94,21 +94,22 @@ func TestK8sPoolSelectors(t *testing.T) {
 	}
 	patch("premium", `{"spec":{"serviceAllocation":{"priority":5}}}`)
 	// The leader's allocator has the new pools (t.pools and ReplacePools
-	// change under one lock) before p3 asks: p3's result cannot depend on
+	// change in one keeper operation) before p3 asks: p3's result cannot depend on
 	// which watch event came first.
 	waitUntil(t, limit, "leader uses premium priority 5", func() bool {
 		tm := r.c.currentTerm()
 		if tm == nil {
 			return false
 		}
-		tm.mu.Lock()
-		defer tm.mu.Unlock()
-		for _, p := range tm.pools.Valid {
-			if p.Name == "premium" && p.Allocation != nil && p.Allocation.Priority == 5 {
-				return true
+		found := false
+		r.c.do(func(*keeper) {
+			for _, p := range tm.pools.Valid {
+				if p.Name == "premium" && p.Allocation != nil && p.Allocation.Priority == 5 {
+					found = true
+				}
 			}
-		}
-		return false
+		})
+		return found
 	})
 	e.svc(t, "blue", "p3", labelled("tier", "gold"))
 	e.waitIngress(t, "blue", "p3", limit, "203.0.113.1") // premium (5) now before team (10)

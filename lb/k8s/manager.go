@@ -245,22 +245,14 @@ func (m manager) serviceStatus(s *corev1.Service) lb.ServiceStatus {
 		st.Pending = err.Error()
 	case len(st.VIPs) == 0:
 		st.Pending = "waiting for an address"
-		if t := m.c.currentTerm(); t != nil {
-			t.mu.Lock()
-			if r := t.pending[st.Spec.Name]; r != "" {
-				st.Pending = r
-			}
-			t.mu.Unlock()
+		if r := m.c.view().pending[st.Spec.Name]; r != "" {
+			st.Pending = r
 		}
 	}
 	return st
 }
 
-func (c *Controller) currentTerm() *term {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.term
-}
+func (c *Controller) currentTerm() *term { return c.view().term }
 
 func (m manager) PutService(ctx context.Context, s lb.ServiceSpec) (lb.ServiceStatus, bool, error) {
 	return lb.ServiceStatus{}, false, &lb.ConflictError{Field: "name", Value: s.Name, Reason: errReadOnly.Error()}

@@ -17,9 +17,7 @@ func (c *Controller) namespaceChanged(o, n any) {
 	if a, ok := o.(*corev1.Namespace); ok && maps.Equal(a.Labels, b.Labels) {
 		return
 	}
-	c.mu.Lock()
-	t := c.term
-	c.mu.Unlock()
+	t := c.view().term
 	if t == nil {
 		return
 	}

@@ -79,20 +79,17 @@ func (c *Controller) reconcileService(t *term, key string) error {
 	}
 	svc, err := c.services.Services(ns).Get(name)
 	if apierrors.IsNotFound(err) {
-		t.mu.Lock()
-		held := t.alloc.IPs(key)
-		t.mu.Unlock()
+		var held []netip.Addr
+		c.do(func(*keeper) { held = t.alloc.IPs(key) })
 		if len(held) == 0 {
-			t.forget(key)
+			c.forget(t, key)
 			return nil
 		}
 		// Never free an address on the word of a cache that may lag: ask.
 		svc, err = c.cs.CoreV1().Services(ns).Get(t.ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			t.mu.Lock()
-			t.alloc.ReleaseAll(key)
-			t.mu.Unlock()
-			t.forget(key)
+			c.do(func(*keeper) { t.alloc.ReleaseAll(key) })
+			c.forget(t, key)
 			c.m.allocations.WithLabelValues("released").Add(float64(len(held)))
 			c.kickPending(t, key)
 			return nil
@@ -108,107 +105,116 @@ func (c *Controller) reconcileService(t *term, key string) error {
 	in.Req.NamespaceLabels = c.namespaceLabels(ns)
 	if perr != nil {
 		// Keep whatever it holds: a typo must not cost a working address.
-		t.mu.Lock()
-		t.pending[key] = perr.Error()
-		c.m.pending.Set(float64(len(t.pending)))
-		t.mu.Unlock()
-		t.changed()
+		c.do(func(k *keeper) {
+			t.pending[key] = perr.Error()
+			c.m.pending.Set(float64(len(t.pending)))
+			k.dirty, k.bump = true, true
+		})
 		c.warn(t, svc, key, ReasonFailed, perr.Error())
 		return nil
 	}
 
-	t.mu.Lock()
-	held := t.alloc.IPs(key)
-	start := held
+	// The allocation, on the keeper: no I/O in here (Events and queueing
+	// follow, on this worker).
+	var start, after, added []netip.Addr
 	var notes, failures []string
+	var pools []lb.Pool
 	released := false
 	ik := keyOfIntent(in)
-	if len(held) == 0 && !c.noAdopt {
-		// Adopt what the status says (a Service the adoption pass did not
-		// see, e.g. created just before this term).
-		for _, ip := range ingressIPs(svc) {
-			if err := t.alloc.Adopt(key, ip, in.Req); err != nil {
-				notes = append(notes, fmt.Sprintf("cannot keep %s from status: %v", ip, err))
-			}
-		}
-		start = t.alloc.IPs(key) // adopted, not newly assigned: no event
-	} else {
-		// An address whose pool is gone (IPPool deleted or shrunk) moves —
-		// make before break: the Service keeps it, reserved (the allocator
-		// hands it to nobody else), until a new address is found; only then
-		// is the old one released (Allocate drops it). One Service at a
-		// time: each is its own work item.
-		for _, ip := range held {
-			if _, ok := t.alloc.PoolOf(ip); ok {
-				continue
-			}
-			f := familyOf(ip)
-			if r, ok := in.Requested[f]; ok && r == ip {
-				notes = append(notes, fmt.Sprintf("keeps requested %s, which is no longer in any IPPool, until it is released or an IPPool covers it again", ip))
-				continue
-			}
-			if nip, err := t.alloc.Allocate(key, f, in.Req); err == nil {
-				notes = append(notes, fmt.Sprintf("moved from %s to %s: %s is no longer in any IPPool", ip, nip, ip))
-				released = true
-			} else {
-				notes = append(notes, fmt.Sprintf("keeps %s, which is no longer in any IPPool, until another address is free: %v", ip, err))
-			}
-		}
-	}
-	if c.moveNotAdmitted(t, key, in, &notes) {
-		released = true
-	}
-	held = t.alloc.IPs(key)
-	if prev, ok := t.reqs[key]; len(held) > 0 && (!ok || prev != ik) {
-		// The request changed: keep each address only if it still fits.
-		for _, ip := range held {
-			f := familyOf(ip)
-			want := hasFamily(in.Families, f)
-			if r, ok := in.Requested[f]; ok && r != ip {
-				want = false
-			}
-			if want {
-				if err := t.alloc.Assign(key, ip, in.Req); err != nil {
-					notes = append(notes, fmt.Sprintf("releasing %s: %v", ip, err))
-					want = false
+	c.do(func(k *keeper) {
+		held := t.alloc.IPs(key)
+		start = held
+		if len(held) == 0 && !c.noAdopt {
+			// Adopt what the status says (a Service the adoption pass did not
+			// see, e.g. created just before this term).
+			for _, ip := range ingressIPs(svc) {
+				if err := t.alloc.Adopt(key, ip, in.Req); err != nil {
+					notes = append(notes, fmt.Sprintf("cannot keep %s from status: %v", ip, err))
 				}
 			}
-			if !want {
-				t.alloc.Release(key, ip)
-				released = true
+			start = t.alloc.IPs(key) // adopted, not newly assigned: no event
+		} else {
+			// An address whose pool is gone (IPPool deleted or shrunk) moves —
+			// make before break: the Service keeps it, reserved (the allocator
+			// hands it to nobody else), until a new address is found; only then
+			// is the old one released (Allocate drops it). One Service at a
+			// time: each is its own work item.
+			for _, ip := range held {
+				if _, ok := t.alloc.PoolOf(ip); ok {
+					continue
+				}
+				f := familyOf(ip)
+				if r, ok := in.Requested[f]; ok && r == ip {
+					notes = append(notes, fmt.Sprintf("keeps requested %s, which is no longer in any IPPool, until it is released or an IPPool covers it again", ip))
+					continue
+				}
+				if nip, err := t.alloc.Allocate(key, f, in.Req); err == nil {
+					notes = append(notes, fmt.Sprintf("moved from %s to %s: %s is no longer in any IPPool", ip, nip, ip))
+					released = true
+				} else {
+					notes = append(notes, fmt.Sprintf("keeps %s, which is no longer in any IPPool, until another address is free: %v", ip, err))
+				}
 			}
 		}
-	}
-	t.reqs[key] = ik
-	before := t.alloc.IPs(key)
-	for _, f := range in.Families {
-		if hasFam(before, f) {
-			continue
+		if c.moveNotAdmitted(t, key, in, &notes) {
+			released = true
 		}
-		var err error
-		if r, ok := in.Requested[f]; ok {
-			err = t.alloc.Assign(key, r, in.Req)
+		held = t.alloc.IPs(key)
+		if prev, ok := t.reqs[key]; len(held) > 0 && (!ok || prev != ik) {
+			// The request changed: keep each address only if it still fits.
+			for _, ip := range held {
+				f := familyOf(ip)
+				want := hasFamily(in.Families, f)
+				if r, ok := in.Requested[f]; ok && r != ip {
+					want = false
+				}
+				if want {
+					if err := t.alloc.Assign(key, ip, in.Req); err != nil {
+						notes = append(notes, fmt.Sprintf("releasing %s: %v", ip, err))
+						want = false
+					}
+				}
+				if !want {
+					t.alloc.Release(key, ip)
+					released = true
+				}
+			}
+		}
+		t.reqs[key] = ik
+		before := t.alloc.IPs(key)
+		for _, f := range in.Families {
+			if hasFam(before, f) {
+				continue
+			}
+			var err error
+			if r, ok := in.Requested[f]; ok {
+				err = t.alloc.Assign(key, r, in.Req)
+			} else {
+				_, err = t.alloc.Allocate(key, f, in.Req)
+			}
+			if err != nil {
+				failures = append(failures, fmt.Sprintf("%s: %v", f, err))
+			}
+		}
+		after = t.alloc.IPs(key)
+		was, wasPending := t.pending[key]
+		if len(failures) > 0 {
+			// Kept in the pending set even when partly served (PreferDualStack):
+			// it is retried as soon as any address frees.
+			t.pending[key] = strings.Join(failures, "; ")
+			c.m.allocations.WithLabelValues("failed").Add(float64(len(failures)))
 		} else {
-			_, err = t.alloc.Allocate(key, f, in.Req)
+			delete(t.pending, key)
 		}
-		if err != nil {
-			failures = append(failures, fmt.Sprintf("%s: %v", f, err))
-		}
-	}
-	after := t.alloc.IPs(key)
-	if len(failures) > 0 {
-		// Kept in the pending set even when partly served (PreferDualStack):
-		// it is retried as soon as any address frees.
-		t.pending[key] = strings.Join(failures, "; ")
-		c.m.allocations.WithLabelValues("failed").Add(float64(len(failures)))
-	} else {
-		delete(t.pending, key)
-	}
-	c.m.pending.Set(float64(len(t.pending)))
-	added := diffAddrs(after, start)
-	pools := t.pools.Valid
-	t.mu.Unlock()
-	t.changed()
+		c.m.pending.Set(float64(len(t.pending)))
+		added = diffAddrs(after, start)
+		pools = t.pools.Valid
+		now, isPending := t.pending[key]
+		// A new snapshot only when the pending reasons changed (it copies
+		// them); the version moves after every reconcile, as before.
+		k.dirty = k.dirty || was != now || wasPending != isPending
+		k.bump = true
+	})
 
 	if released {
 		c.kickPending(t, key)
@@ -223,7 +229,7 @@ func (c *Controller) reconcileService(t *term, key string) error {
 	if len(notes) > 0 || len(failures) > 0 {
 		c.warn(t, svc, key, ReasonFailed, strings.Join(append(notes, failures...), "; "))
 	} else {
-		t.clearWarn(key)
+		c.clearWarn(t, key)
 	}
 	if len(added) > 0 || released {
 		t.poolQ.AddAfter(keyStatus, 300*time.Millisecond)
@@ -235,11 +241,12 @@ func (c *Controller) reconcileService(t *term, key string) error {
 // dropService releases a Service that is no longer ours (type or class
 // changed) and removes our addresses from its status.
 func (c *Controller) dropService(t *term, svc *corev1.Service, key string) error {
-	t.mu.Lock()
-	held := t.alloc.IPs(key)
-	t.alloc.ReleaseAll(key)
-	t.mu.Unlock()
-	t.forget(key)
+	var held []netip.Addr
+	c.do(func(*keeper) {
+		held = t.alloc.IPs(key)
+		t.alloc.ReleaseAll(key)
+	})
+	c.forget(t, key)
 	if len(held) == 0 {
 		return nil
 	}
@@ -247,40 +254,38 @@ func (c *Controller) dropService(t *term, svc *corev1.Service, key string) error
 	c.kickPending(t, key)
 	t.poolQ.AddAfter(keyStatus, 300*time.Millisecond)
 	c.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonReleased, "Released %v: the Service is no longer a LoadBalancer of class %q", held, c.opts.Class)
-	t.mu.Lock()
-	t.stripped[key] = held
-	t.mu.Unlock()
+	c.do(func(*keeper) { t.stripped[key] = held })
 	t.statusQ.Add(key)
 	return nil
 }
 
-func (t *term) forget(key string) {
-	t.mu.Lock()
-	delete(t.decided, key)
-	delete(t.stripped, key)
-	delete(t.pending, key)
-	delete(t.reqs, key)
-	delete(t.warned, key)
-	t.mu.Unlock()
-	t.changed()
+// forget drops what the term knows of key (a Service gone or not ours).
+func (c *Controller) forget(t *term, key string) {
+	c.do(func(k *keeper) {
+		delete(t.decided, key)
+		delete(t.stripped, key)
+		delete(t.pending, key)
+		delete(t.reqs, key)
+		delete(t.warned, key)
+		k.dirty, k.bump = true, true
+	})
 }
 
-func (t *term) clearWarn(key string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.warned, key)
+func (c *Controller) clearWarn(t *term, key string) {
+	c.do(func(*keeper) { delete(t.warned, key) })
 }
 
 // kickPending re-queues every Service waiting for an address.
 func (c *Controller) kickPending(t *term, except string) {
-	t.mu.Lock()
-	keys := make([]string, 0, len(t.pending))
-	for k := range t.pending {
-		if k != except {
-			keys = append(keys, k)
+	var keys []string
+	c.do(func(*keeper) {
+		keys = make([]string, 0, len(t.pending))
+		for k := range t.pending {
+			if k != except {
+				keys = append(keys, k)
+			}
 		}
-	}
-	t.mu.Unlock()
+	})
 	for _, k := range keys {
 		t.svcQ.Add(k)
 	}
@@ -289,10 +294,11 @@ func (c *Controller) kickPending(t *term, except string) {
 // warn sends a Warning Event unless the same message was the last one sent
 // for this object in this term.
 func (c *Controller) warn(t *term, obj runtime.Object, key, reason, msg string) {
-	t.mu.Lock()
-	same := t.warned[key] == msg
-	t.warned[key] = msg
-	t.mu.Unlock()
+	var same bool
+	c.do(func(*keeper) {
+		same = t.warned[key] == msg
+		t.warned[key] = msg
+	})
 	if !same {
 		c.recorder.Event(obj, corev1.EventTypeWarning, reason, msg)
 	}
@@ -330,17 +336,20 @@ func poolOf(pools []lb.Pool, ip netip.Addr) string {
 // the value and is not used, the others are unaffected.
 func (c *Controller) syncPools(t *term) {
 	ps := c.currentPools()
-	t.mu.Lock()
-	changed := fmt.Sprint(poolsFingerprint(t.pools.Valid)) != fmt.Sprint(poolsFingerprint(ps.Valid))
-	t.pools = ps
+	var changed bool
 	var orphans []lb.Orphan
-	if changed {
-		var err error
-		if orphans, err = t.alloc.ReplacePools(ps.Valid); err != nil {
-			c.opts.Logger.Error("set pools", "err", err)
+	var err error
+	c.do(func(*keeper) {
+		// t.pools and the allocator's pools change in one operation.
+		changed = fmt.Sprint(poolsFingerprint(t.pools.Valid)) != fmt.Sprint(poolsFingerprint(ps.Valid))
+		t.pools = ps
+		if changed {
+			orphans, err = t.alloc.ReplacePools(ps.Valid)
 		}
+	})
+	if err != nil {
+		c.opts.Logger.Error("set pools", "err", err)
 	}
-	t.mu.Unlock()
 	for _, o := range orphans {
 		c.opts.Logger.Info("address left its pool; moving the Service", "service", o.Service, "ip", o.IP, "pool", o.Pool)
 	}
@@ -350,7 +359,7 @@ func (c *Controller) syncPools(t *term) {
 		}
 	}
 	for _, p := range ps.Valid {
-		t.clearWarn("ippool/" + p.Name)
+		c.clearWarn(t, "ippool/"+p.Name)
 	}
 	if changed {
 		for _, k := range c.svcInf.GetStore().ListKeys() {
@@ -372,31 +381,32 @@ func poolsFingerprint(ps []lb.Pool) []string {
 // (only when they differ), keeps the in-use finalizer on pools whose
 // addresses are held, and updates the pool metrics.
 func (c *Controller) writePoolStatus(t *term) error {
-	t.mu.Lock()
-	ps := t.pools
+	var ps poolSet
 	used := map[string]int{}
-	for _, p := range ps.Valid {
-		used[p.Name] = t.alloc.Used(p.Name)
-	}
-	// A deleting pool's addresses still held by Services (in no valid pool:
-	// one covered by another pool belongs to that one now).
 	holders := map[string][]string{}
-	if len(ps.Deleting) > 0 {
-		for _, svc := range t.alloc.Assigned() {
-			for _, ip := range t.alloc.IPs(svc) {
-				if _, ok := t.alloc.PoolOf(ip); ok {
-					continue
-				}
-				for name, p := range ps.Deleting {
-					if p.Contains(ip) {
-						used[name]++
-						holders[name] = append(holders[name], fmt.Sprintf("%s (%s)", svc, ip))
+	c.do(func(*keeper) {
+		ps = t.pools
+		for _, p := range ps.Valid {
+			used[p.Name] = t.alloc.Used(p.Name)
+		}
+		// A deleting pool's addresses still held by Services (in no valid pool:
+		// one covered by another pool belongs to that one now).
+		if len(ps.Deleting) > 0 {
+			for _, svc := range t.alloc.Assigned() {
+				for _, ip := range t.alloc.IPs(svc) {
+					if _, ok := t.alloc.PoolOf(ip); ok {
+						continue
+					}
+					for name, p := range ps.Deleting {
+						if p.Contains(ip) {
+							used[name]++
+							holders[name] = append(holders[name], fmt.Sprintf("%s (%s)", svc, ip))
+						}
 					}
 				}
 			}
 		}
-	}
-	t.mu.Unlock()
+	})
 	var firstErr error
 	for _, o := range c.poolInf.GetStore().List() {
 		u, ok := o.(*unstructured.Unstructured)
@@ -493,7 +503,7 @@ func (c *Controller) syncFinalizer(t *term, u *unstructured.Unstructured, used i
 // pool's selectors changed), as MetalLB does, but make before break: the
 // old address is released only once Allocate has found a new one, and
 // kept (with a note) while none is free. A requested address is kept with
-// a note. Priority alone never moves an address. Called with t.mu held.
+// a note. Priority alone never moves an address. Runs on the keeper.
 func (c *Controller) moveNotAdmitted(t *term, key string, in intent, notes *[]string) (moved bool) {
 	for _, ip := range t.alloc.IPs(key) {
 		why := t.alloc.Admitted(key, ip, in.Req)

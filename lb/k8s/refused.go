@@ -29,25 +29,29 @@ func (c *Controller) SetRefused(_ context.Context, refused map[string]string) er
 		key := parts[0] + "/" + parts[1]
 		bySvc[key] = append(bySvc[key], why)
 	}
-	c.refusedMu.Lock()
-	defer c.refusedMu.Unlock()
+	next := make(map[string]string, len(bySvc))
 	for key, whys := range bySvc {
 		sort.Strings(whys)
-		msg := "this gateway's dataplane refused it (other Services are served): " + strings.Join(whys, "; ")
-		if c.refused[key] == msg {
-			continue
+		next[key] = "this gateway's dataplane refused it (other Services are served): " + strings.Join(whys, "; ")
+	}
+	// What was reported lives on the keeper; the Events are sent here.
+	var raise []string
+	c.do(func(k *keeper) {
+		for key, msg := range next {
+			if k.refused[key] != msg {
+				raise = append(raise, key)
+			}
 		}
+		k.refused = next
+	})
+	sort.Strings(raise)
+	for _, key := range raise {
 		ns, name, _ := strings.Cut(key, "/")
 		svc, err := c.services.Services(ns).Get(name)
 		if err != nil {
 			continue // gone meanwhile
 		}
-		c.recorder.Event(svc, corev1.EventTypeWarning, ReasonRefused, msg)
+		c.recorder.Event(svc, corev1.EventTypeWarning, ReasonRefused, next[key])
 	}
-	next := make(map[string]string, len(bySvc))
-	for key, whys := range bySvc {
-		next[key] = "this gateway's dataplane refused it (other Services are served): " + strings.Join(whys, "; ")
-	}
-	c.refused = next
 	return nil
 }

@@ -41,18 +41,15 @@ func TestRefusedRaisesWarning(t *testing.T) {
 	if err := c.SetRefused(ctx, refused); err != nil {
 		t.Fatal(err)
 	}
-	c.refusedMu.Lock()
-	n := len(c.refused)
-	c.refusedMu.Unlock()
+	var n int
+	c.do(func(k *keeper) { n = len(k.refused) })
 	if n != 1 {
 		t.Errorf("%d refusals remembered, want 1", n)
 	}
 	if err := c.SetRefused(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	c.refusedMu.Lock()
-	n = len(c.refused)
-	c.refusedMu.Unlock()
+	c.do(func(k *keeper) { n = len(k.refused) })
 	if n != 0 {
 		t.Errorf("a cleared refusal is still remembered")
 	}

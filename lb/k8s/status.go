@@ -41,11 +41,13 @@ func newStatusQueue() workqueue.TypedRateLimitingInterface[string] {
 // (a rebuild now, not after the status write has come back through the API
 // server) and to the status writer.
 func (c *Controller) decide(t *term, key string, ips []netip.Addr) {
-	t.mu.Lock()
-	prev, had := t.decided[key]
-	t.decided[key] = slices.Clone(ips)
-	delete(t.stripped, key)
-	t.mu.Unlock()
+	var prev []netip.Addr
+	var had bool
+	c.do(func(*keeper) {
+		prev, had = t.decided[key]
+		t.decided[key] = slices.Clone(ips)
+		delete(t.stripped, key)
+	})
 	if !had || !slices.Equal(prev, ips) {
 		// Add, not kickDesired's batch: the decision is the leader's own,
 		// one per reconcile, and the queue coalesces what arrives while a
@@ -58,18 +60,16 @@ func (c *Controller) decide(t *term, key string, ips []netip.Addr) {
 // decidedVIPs snapshots the leader's decisions for buildDesired; nil when
 // not leading (every Service is then served from its status).
 func (c *Controller) decidedVIPs() map[string][]netip.Addr {
-	c.mu.Lock()
-	t := c.term
-	c.mu.Unlock()
-	if t == nil {
-		return nil
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := make(map[string][]netip.Addr, len(t.decided))
-	for k, v := range t.decided {
-		out[k] = v // never mutated in place: decide stores a fresh clone
-	}
+	var out map[string][]netip.Addr
+	c.do(func(k *keeper) {
+		if k.term == nil {
+			return
+		}
+		out = make(map[string][]netip.Addr, len(k.term.decided))
+		for key, v := range k.term.decided {
+			out[key] = v // never mutated in place: decide stores a fresh clone
+		}
+	})
 	return out
 }
 
@@ -104,10 +104,12 @@ func (c *Controller) syncStatus(t *term, key string) error {
 	if err != nil {
 		return err
 	}
-	t.mu.Lock()
-	ips, dec := t.decided[key]
-	strip, str := t.stripped[key]
-	t.mu.Unlock()
+	var ips, strip []netip.Addr
+	var dec, str bool
+	c.do(func(*keeper) {
+		ips, dec = t.decided[key]
+		strip, str = t.stripped[key]
+	})
 	var want []netip.Addr
 	switch {
 	case dec && c.opts.ours(svc):
@@ -132,13 +134,14 @@ func (c *Controller) syncStatus(t *term, key string) error {
 		}
 		return err
 	}
-	t.mu.Lock()
-	if str && slices.Equal(t.stripped[key], strip) {
-		delete(t.stripped, key)
-	}
-	_, failed := t.warned["status/"+key]
-	delete(t.warned, "status/"+key)
-	t.mu.Unlock()
+	var failed bool
+	c.do(func(*keeper) {
+		if str && slices.Equal(t.stripped[key], strip) {
+			delete(t.stripped, key)
+		}
+		_, failed = t.warned["status/"+key]
+		delete(t.warned, "status/"+key)
+	})
 	if failed {
 		c.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonStatusWritten, "status.loadBalancer.ingress written: %v", want)
 	}
