@@ -423,15 +423,17 @@ func sfRun(t *testing.T, exe string, c sfCase) {
 	// point at the owner and were last updated ≥ 2 s ago (a gratuitous ARP
 	// or unsolicited NA inside the neighbour locktime, 1 s, is ignored: see
 	// TestFailoverDaemonKill9; a real backend learnt its entry long before).
+	var unsettled string // the last condition settled found unmet, for the failure message
 	settled := func() bool {
+		no := func(why string, args ...any) bool { unsettled = fmt.Sprintf(why, args...); return false }
 		o := owner()
 		if o == nil {
-			return false
+			return no("no single owner of the VIP and the source address")
 		}
 		now := time.Now()
 		for _, s := range streams {
 			if after, _, err := s.since(now.Add(-time.Second), now); err != nil || !after {
-				return false
+				return no("a stream not flowing (%v)", err)
 			}
 		}
 		if c.sync {
@@ -449,30 +451,30 @@ func sfRun(t *testing.T, exe string, c sfCase) {
 					}
 				}
 				if err != nil || n < sfConns {
-					return false
+					return no("%s's external cache holds %d of the %d streams (%v)", g.name, n, sfConns, err)
 				}
 			}
 		}
 		if out, _ := client.Exec(context.Background(), "ip", "neigh", "show", vip.String(), "dev", "eth0"); !strings.Contains(string(out), o.mac.String()) {
 			client.Exec(context.Background(), "ip", "neigh", "del", vip.String(), "dev", "eth0")
-			return false
+			return no("the client's neighbour entry for %s is not %s's: %s", vip, o.name, strings.TrimSpace(string(out)))
 		}
 		if foNeighAge(client, vip) < 2 {
-			return false
+			return no("the client's neighbour entry for %s is younger than 2 s", vip)
 		}
 		for _, b := range backends {
 			if out, _ := b.Exec(context.Background(), "ip", "neigh", "show", src.String(), "dev", "eth0"); !strings.Contains(string(out), o.mac1.String()) {
 				b.Exec(context.Background(), "ip", "neigh", "del", src.String(), "dev", "eth0")
-				return false
+				return no("a backend's neighbour entry for %s is not %s's: %s", src, o.name, strings.TrimSpace(string(out)))
 			}
 			if foNeighAge(b, src) < 2 {
-				return false
+				return no("a backend's neighbour entry for %s is younger than 2 s", src)
 			}
 		}
 		return true
 	}
 	if !foWait(60*time.Second, settled) {
-		t.Fatalf("not settled in 60 s (streams flowing, caches synced, neighbour entries on the owner)")
+		t.Fatalf("not settled in 60 s (streams flowing, caches synced, neighbour entries on the owner): last unmet: %s", unsettled)
 	}
 
 	if c.sync {
@@ -503,7 +505,7 @@ func sfRun(t *testing.T, exe string, c sfCase) {
 	if c.sync && sfSyncCostWanted() {
 		sfSyncCost(t, c, client, dst, gws, owner())
 		if !foWait(60*time.Second, settled) {
-			t.Fatalf("not settled in 60 s after the sync-cost window")
+			t.Fatalf("not settled in 60 s after the sync-cost window: last unmet: %s", unsettled)
 		}
 	}
 
@@ -575,7 +577,7 @@ func sfRun(t *testing.T, exe string, c sfCase) {
 		}
 	}
 	if replaced > 0 && !foWait(60*time.Second, settled) {
-		t.Fatalf("not settled in 60 s after replacing %d lost connections", replaced)
+		t.Fatalf("not settled in 60 s after replacing %d lost connections: last unmet: %s", replaced, unsettled)
 	}
 	for _, p := range old.ports {
 		if out, err := seg.Exec(context.Background(), "ip", "link", "set", p, "up"); err != nil {

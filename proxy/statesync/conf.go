@@ -101,21 +101,11 @@ func Render(o Options) (string, error) {
 	w("\tNetlinkBufferSize 2097152")
 	w("\tNetlinkBufferSizeMaxGrowth 8388608")
 	w("\tNetlinkEventsReliable on")
-	// Kernelspace: the filter is a BPF program on the event socket, so the
-	// kernel never copies a filtered event to conntrackd. The state filter
-	// is the trade-off conntrack-tools documents ("reduces CPU consumption
-	// at the cost of lazy replicas"): a TCP connection is sent once
-	// established and when it closes, not on every handshake step — what a
-	// new owner needs to carry it on. Measured by TestFailoverStateful with
-	// EDGELB_STATESYNC_COST=1 (make bench).
-	w("\tFilter From Kernelspace {")
+	w("\tFilter From Userspace {")
 	w("\t\tProtocol Accept {")
 	w("\t\t\tTCP")
 	w("\t\t\tUDP")
 	w("\t\t\tSCTP")
-	w("\t\t}")
-	w("\t\tState Accept {")
-	w("\t\t\tESTABLISHED CLOSED TIME_WAIT CLOSE_WAIT for TCP")
 	w("\t\t}")
 	w("\t\tAddress Ignore {")
 	ignore := append([]netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.IPv6Loopback(), o.Address}, o.Ignore...)
