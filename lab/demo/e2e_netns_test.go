@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -22,35 +21,14 @@ import (
 	"github.com/mdlayher/arp"
 
 	"github.com/edgelb/edgelb/lab/netns"
+
+	"github.com/edgelb/edgelb/lab/edgelbbin"
 )
 
-// buildEdgelb compiles the daemon once per test binary.
-var buildOnce struct {
-	sync.Once
-	path string
-	err  error
-}
+// edgelbBinary is the daemon under test, built once per test binary.
+var edgelbBinary = edgelbbin.Path
 
-func edgelbBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "edgelb-bin-")
-		if err != nil {
-			buildOnce.err = err
-			return
-		}
-		buildOnce.path = filepath.Join(dir, "edgelb")
-		cmd := exec.Command("go", "build", "-o", buildOnce.path, "./cmd/edgelb")
-		cmd.Dir = "../.."
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildOnce.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildOnce.err != nil {
-		t.Fatal(buildOnce.err)
-	}
-	return buildOnce.path
-}
+func TestMain(m *testing.M) { edgelbbin.Main(m) }
 
 // startLab builds the lab and runs the real daemon in its gateway.
 func startLab(t *testing.T) (*Lab, *Daemon, *bytes.Buffer) {

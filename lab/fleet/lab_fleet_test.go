@@ -22,6 +22,8 @@ import (
 	"github.com/google/nftables"
 
 	"github.com/edgelb/edgelb/lab/netns"
+
+	"github.com/edgelb/edgelb/lab/edgelbbin"
 )
 
 const (
@@ -41,42 +43,10 @@ func cacheDir() string {
 	return "/var/cache/edgelb"
 }
 
-var build struct {
-	once sync.Once
-	dir  string
-	path string
-	err  error
-}
+// edgelbBinary is the daemon under test, built once per test binary.
+var edgelbBinary = edgelbbin.Path
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if build.dir != "" {
-		os.RemoveAll(build.dir)
-	}
-	os.Exit(code)
-}
-
-func edgelbBinary(t testing.TB) string {
-	t.Helper()
-	if p := os.Getenv("EDGELB_BIN"); p != "" {
-		return p
-	}
-	build.once.Do(func() {
-		if build.dir, build.err = os.MkdirTemp("", "edgelb-fleet-"); build.err != nil {
-			return
-		}
-		build.path = filepath.Join(build.dir, "edgelb")
-		cmd := exec.Command("go", "build", "-o", build.path, "./cmd/edgelb")
-		cmd.Dir = "../.."
-		if out, err := cmd.CombinedOutput(); err != nil {
-			build.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if build.err != nil {
-		t.Fatal(build.err)
-	}
-	return build.path
-}
+func TestMain(m *testing.M) { edgelbbin.Main(m) }
 
 // logBuf is a process's output, kept for the failure report.
 type logBuf struct {
