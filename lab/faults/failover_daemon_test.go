@@ -81,6 +81,23 @@ type foGateway struct {
 	log  *foLog
 }
 
+// stop ends a running daemon with SIGTERM (SIGKILL after 20 s) and, when
+// the test failed, logs the last tail lines of its output.
+func (g *foGateway) stop(t *testing.T, tail int) {
+	if g.running() {
+		g.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-g.done:
+		case <-time.After(20 * time.Second):
+			g.cmd.Process.Kill()
+			<-g.done
+		}
+	}
+	if t.Failed() && g.log != nil {
+		t.Logf("%s log (tail):\n%s", g.name, foTail(g.log.String(), tail))
+	}
+}
+
 func (g *foGateway) start(t *testing.T, exe string) {
 	t.Helper()
 	g.log = &foLog{}
@@ -279,18 +296,7 @@ func TestFailoverDaemonKill9(t *testing.T) {
 	// Registered after the namespaces: runs before they go away.
 	t.Cleanup(func() {
 		for _, g := range gws {
-			if g.running() {
-				g.cmd.Process.Signal(syscall.SIGTERM)
-				select {
-				case <-g.done:
-				case <-time.After(20 * time.Second):
-					g.cmd.Process.Kill()
-					<-g.done
-				}
-			}
-			if t.Failed() && g.log != nil {
-				t.Logf("%s log (tail):\n%s", g.name, foTail(g.log.String(), 30))
-			}
+			g.stop(t, 30)
 		}
 	})
 	for _, g := range gws {

@@ -29,7 +29,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -341,18 +340,7 @@ func sfRun(t *testing.T, exe string, c sfCase) {
 	}
 	t.Cleanup(func() {
 		for _, g := range gws {
-			if g.running() {
-				g.cmd.Process.Signal(syscall.SIGTERM)
-				select {
-				case <-g.done:
-				case <-time.After(20 * time.Second):
-					g.cmd.Process.Kill()
-					<-g.done
-				}
-			}
-			if t.Failed() && g.log != nil {
-				t.Logf("%s log (tail):\n%s", g.name, foTail(g.log.String(), 40))
-			}
+			g.stop(t, 40)
 		}
 	})
 	for _, g := range gws {
