@@ -23,7 +23,7 @@ import (
 // created; a valid pool appears. With fake health data, every checked
 // backend shows "up", then one that fails its check shows
 // "down (health check)" with its last error, in its VIP table and in the
-// Health checks section. It saves docs/screenshot.png.
+// Health checks section. It saves docs/screenshot.png with EDGELB_SCREENSHOTS=docs (uitest.ShotPath).
 func TestUIPage(t *testing.T) {
 	if err := uitest.Available(); err != nil {
 		t.Skip(err)
@@ -153,7 +153,7 @@ func TestUIPage(t *testing.T) {
 	if ok, _ := b.HasPoolRow("overlap"); ok {
 		t.Error("the page lists the refused pool")
 	}
-	shot := filepath.Join("..", "docs", "screenshot.png")
+	shot := uitest.ShotPath(t, filepath.Join("..", "docs", "screenshot.png"))
 	if err := os.MkdirAll(filepath.Dir(shot), 0o755); err != nil {
 		t.Fatal(err)
 	}

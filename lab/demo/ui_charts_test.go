@@ -76,7 +76,7 @@ func TestUIDemoCharts(t *testing.T) {
 		}
 		time.Sleep(250 * time.Millisecond) // polling interval, not synchronisation
 	}
-	shot := filepath.Join("..", "..", "docs", "screenshot-charts.png")
+	shot := uitest.ShotPath(t, filepath.Join("..", "..", "docs", "screenshot-charts.png"))
 	if err := b.Screenshot(shot); err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 // lab while the client sends traffic through the VIP: within 2 s the page
 // shows the VIP's three backends with growing counters and live connections;
 // a pool overlapping the demo pool is refused beside the field and nothing is
-// created. It saves docs/screenshot-demo.png (the README shows it).
+// created. It saves docs/screenshot-demo.png (the README shows it) with EDGELB_SCREENSHOTS=docs.
 func TestUIDemoLab(t *testing.T) {
 	if err := uitest.Available(); err != nil {
 		t.Skip(err)
@@ -99,7 +99,7 @@ func TestUIDemoLab(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("GET the refused pool: %s, want 404 (nothing created)", resp.Status)
 	}
-	shot := filepath.Join("..", "..", "docs", "screenshot-demo.png")
+	shot := uitest.ShotPath(t, filepath.Join("..", "..", "docs", "screenshot-demo.png"))
 	if err := b.Screenshot(shot); err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
@@ -353,4 +355,15 @@ func (b *Browser) WaitFleet(pred string, within time.Duration) (FleetView, error
 		return v, fmt.Errorf("fleet section: %s not met within %s (last %+v): %w", pred, within, v, err)
 	}
 	return b.Fleet()
+}
+
+// ShotPath is where a test saves the screenshot the docs show at docsPath:
+// docsPath itself with EDGELB_SCREENSHOTS=docs (refreshing the README's
+// pictures: `EDGELB_SCREENSHOTS=docs make test-ui`), else t's temporary
+// directory, so `make test` leaves the tree as it found it.
+func ShotPath(t testing.TB, docsPath string) string {
+	if os.Getenv("EDGELB_SCREENSHOTS") == "docs" {
+		return docsPath
+	}
+	return filepath.Join(t.TempDir(), filepath.Base(docsPath))
 }
