@@ -10,7 +10,7 @@ VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X github.com/edgelb/edgelb/cmd/edgelb/internal/version.Version=$(VERSION)
 
 .PHONY: all build test test-inventory test-unit test-netns test-ipvs test-k8s test-bgp test-failover test-ui test-fleet \
-        test-monitoring test-package deb image test-image reports-clean soak bench demo lint fuzz deps install clean
+        test-monitoring test-package deb image test-image reports-clean soak soak-clones bench demo lint fuzz deps install clean
 
 all: build
 
@@ -129,6 +129,11 @@ soak: build $(TESTCHECK)
 	  $(MAKE) --no-print-directory $$t REPORTS=bin/soak/run$$i >bin/soak/logs/run$$i-$$t.log 2>&1 || echo "soak: run $$i $$t FAILED (bin/soak/logs/run$$i-$$t.log)"; \
 	done; done
 	$(TESTCHECK) soak bin/soak/run*/
+
+# CI's own proof, N times: each run a fresh clone of HEAD running .ci/run (what
+# CI does), one line per run with its wall time, then the same per-test table.
+soak-clones: $(TESTCHECK)
+	lab/soak-clones.sh $(N) bin/soak-clones
 
 # Every benchmark; writes docs/performance.md (the README's table).
 bench: build
