@@ -43,6 +43,7 @@ type Conntrackd struct {
 	took     time.Duration
 	stats    Stats
 	statsAt  time.Time
+	heardAt  time.Time // the last read that saw RecvPackets grow (or the start)
 }
 
 var _ Syncer = (*Conntrackd)(nil)
@@ -301,8 +302,16 @@ func (c *Conntrackd) Status() Status {
 	if running && !fresh {
 		if out, err := c.command(context.Background(), "-s"); err == nil {
 			st := ParseStats(out)
+			if q, err := c.command(context.Background(), "-s", "queue"); err == nil {
+				ParseQueue(q, &st)
+			}
+			now := time.Now()
 			c.mu.Lock()
-			c.stats, c.statsAt = st, time.Now()
+			// != and not >: a restarted conntrackd counts from 0 again.
+			if st.RecvPackets != c.stats.RecvPackets || c.heardAt.IsZero() {
+				c.heardAt = now
+			}
+			c.stats, c.statsAt = st, now
 			c.mu.Unlock()
 		}
 	}
@@ -312,6 +321,9 @@ func (c *Conntrackd) Status() Status {
 	st := Status{Kind: "conntrackd", Channel: ch, Peers: peers, Running: c.running, PID: c.pid,
 		Restarts: max(0, c.starts-1), Role: "backup", Stats: c.stats, Errors: c.errors, LastError: c.lastErr,
 		LastTakeover: c.takeover, LastTakeoverTook: c.took}
+	if !c.heardAt.IsZero() {
+		st.PeerSilence = c.statsAt.Sub(c.heardAt)
+	}
 	if c.owned > 0 {
 		st.Role = "primary"
 	}

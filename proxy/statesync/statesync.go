@@ -108,6 +108,12 @@ type Status struct {
 	// LastTakeover is when the last Gaining ran and how long its steps took.
 	LastTakeover     time.Time     `json:"lastTakeover,omitzero"`
 	LastTakeoverTook time.Duration `json:"lastTakeoverNs,omitempty"`
+	// PeerSilence is how long no sync packet has arrived from any peer
+	// (FTFW peers send one at least every second, an alive message when
+	// idle). It is measured between reads of the counters, so it is exact
+	// to the interval between reads (a scrape, a REST call; at least 1 s):
+	// 0 means the last read saw new packets.
+	PeerSilence time.Duration `json:"peerSilenceNs"`
 }
 
 // Stats are conntrackd's own counters (`conntrackd -s`).
@@ -119,4 +125,12 @@ type Stats struct {
 	SendErrors  uint64 `json:"sendErrors"`
 	RecvErrors  uint64 `json:"recvErrors"`
 	Lost        uint64 `json:"lost"` // sequence tracking: messages lost
+	// The sync's lag (`conntrackd -s queue`): Unacked messages were sent and
+	// not yet acknowledged by a peer (FTFW's resend queue; a healthy peer
+	// acknowledges within about a second, so this stays near 0), Unsent
+	// wait to be sent, ResendDropped were dropped because the resend queue
+	// was full.
+	Unacked       uint64 `json:"unacked"`
+	Unsent        uint64 `json:"unsent"`
+	ResendDropped uint64 `json:"resendDropped"`
 }

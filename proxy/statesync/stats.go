@@ -64,6 +64,43 @@ func ParseStats(out string) Stats {
 	return s
 }
 
+// ParseQueue reads `conntrackd -s queue` (1.4.x) into s: the FTFW resend
+// queue (rsqueue) holds the messages sent and not yet acknowledged by the
+// peer, the transmit queue (txqueue) those not yet sent, and "not enough
+// space errors" of rsqueue count messages dropped because the resend queue
+// was full (a peer that would have needed them must resynchronise):
+//
+//	queue txqueue:
+//	current elements:		           0
+//	...
+//	queue rsqueue:
+//	current elements:		          50
+//	maximum elements:		      131072
+//	not enough space errors:	           0
+func ParseQueue(out string, s *Stats) {
+	queue := ""
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if name, ok := strings.CutPrefix(line, "queue "); ok {
+			queue = strings.TrimSuffix(name, ":")
+			continue
+		}
+		key, val, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		switch {
+		case queue == "rsqueue" && key == "current elements":
+			s.Unacked = num(val)
+		case queue == "rsqueue" && key == "not enough space errors":
+			s.ResendDropped = num(val)
+		case queue == "txqueue" && key == "current elements":
+			s.Unsent = num(val)
+		}
+	}
+}
+
 func num(s string) uint64 {
 	n, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/edgelb/edgelb/lb/engine"
 	"github.com/edgelb/edgelb/lb/k8s"
 	"github.com/edgelb/edgelb/proxy/health"
+	"github.com/edgelb/edgelb/proxy/statesync"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"sigs.k8s.io/yaml"
@@ -62,6 +63,7 @@ func exportedMetrics(t *testing.T) map[string]bool {
 	}
 	effects.DescribeMetrics(r)
 	(&startup{}).register(r)
+	r.MustRegister(&syncCollector{s: statesync.NewFake()}, &ipvsSyncCollector{})
 	out := map[string]bool{}
 	for n, observed := range r.names {
 		out[n] = true

@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"time"
+
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -100,6 +102,8 @@ func (r syncReporter) Status() announce.Status {
 	self := announce.PeerState{Name: st.Kind, Address: st.Channel, State: state,
 		Detail: fmt.Sprintf("%s; %d own and %d synced connections; %d sent, %d received sync packets; %d errors, %d restarts",
 			st.Role, st.Stats.Internal, st.Stats.External, st.Stats.SentPackets, st.Stats.RecvPackets, st.Errors, st.Restarts)}
+	self.Detail += fmt.Sprintf("; lag: %d messages unacknowledged, %d unsent; last sync packet from a peer %s ago",
+		st.Stats.Unacked, st.Stats.Unsent, st.PeerSilence.Round(time.Second))
 	if st.LastError != "" {
 		self.Detail += "; last error: " + st.LastError
 	}
@@ -128,10 +132,18 @@ var (
 	syncErrors   = prometheus.NewDesc("edgelb_statesync_errors_total", "Failed conntrackd commands and unexpected exits.", nil, nil)
 	syncRestarts = prometheus.NewDesc("edgelb_statesync_restarts_total", "conntrackd restarts.", nil, nil)
 	syncTakeover = prometheus.NewDesc("edgelb_statesync_last_takeover_seconds", "How long the last takeover's steps took.", nil, nil)
+	// The lag: what a peer has not acknowledged yet, and how long no peer
+	// has been heard from (FTFW peers send at least one packet a second).
+	syncQueue = prometheus.NewDesc("edgelb_statesync_queue_messages",
+		"Sync messages waiting: unacked (sent, not yet acknowledged by a peer; FTFW resend queue) and unsent.", []string{"queue"}, nil)
+	syncDropped = prometheus.NewDesc("edgelb_statesync_resend_dropped_total",
+		"Sync messages dropped because the resend queue was full (a peer needs a resync).", nil, nil)
+	syncSilence = prometheus.NewDesc("edgelb_statesync_peer_silence_seconds",
+		"Seconds since a read of the counters last saw a sync packet arrive from a peer (exact to the scrape interval).", nil, nil)
 )
 
 func (c *syncCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{syncUp, syncPrimary, syncPeers, syncEntries, syncPackets, syncNetErrs, syncLost, syncErrors, syncRestarts, syncTakeover} {
+	for _, d := range []*prometheus.Desc{syncUp, syncPrimary, syncPeers, syncEntries, syncPackets, syncNetErrs, syncLost, syncErrors, syncRestarts, syncTakeover, syncQueue, syncDropped, syncSilence} {
 		ch <- d
 	}
 }
@@ -158,6 +170,10 @@ func (c *syncCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(syncErrors, ct, float64(st.Errors))
 	ch <- prometheus.MustNewConstMetric(syncRestarts, ct, float64(st.Restarts))
 	ch <- prometheus.MustNewConstMetric(syncTakeover, g, st.LastTakeoverTook.Seconds())
+	ch <- prometheus.MustNewConstMetric(syncQueue, g, float64(st.Stats.Unacked), "unacked")
+	ch <- prometheus.MustNewConstMetric(syncQueue, g, float64(st.Stats.Unsent), "unsent")
+	ch <- prometheus.MustNewConstMetric(syncDropped, ct, float64(st.Stats.ResendDropped))
+	ch <- prometheus.MustNewConstMetric(syncSilence, g, st.PeerSilence.Seconds())
 }
 
 // stateSyncFindings: what `edgelb check` can see of the state sync and of
