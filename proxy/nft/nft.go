@@ -205,6 +205,9 @@ func (d *Dataplane) dial() error {
 					d.portid.Store(nl.Pid)
 				}
 			}
+			// Read-backs in 32 KiB steps (dumpsize.go); without it they
+			// only take longer.
+			_ = primeDumpSize(s)
 		})
 	}
 	opts := []nftables.ConnOption{nftables.AsLasting(), nftables.WithSockOptions(setBuf)}
