@@ -175,13 +175,17 @@ func Run(ctx context.Context, o Options) error {
 	if isync != nil {
 		reporters = append(reporters, isync)
 	}
+	// Ready (/readyz) waits for the ready callback below, not only for the
+	// first apply: the start-up metrics and the ready log line are there
+	// once a client sees ready (a test read them in between and got none).
+	var started readyGate
 	api, err := webui.New(webui.Options{
 		Manager: w.manager, Flows: flows, Reporters: reporters, Gatherer: reg, Registerer: reg,
 		Health: healthAPI(checker), StoreHealth: w.storeHealth, StoreRevision: w.storeRevision,
 		Fleet: w.fleet, FleetName: w.fleetName,
 		Token: string(cfg.API.Token), Listen: cfg.API.Listen.String(), TLS: tlsConfig(cfg.API.TLS),
 		FlowWatchIdle: flowWatchIdle(cfg.API.LiveFlows),
-		Ready:         fx.Ready,
+		Ready:         started.ready(fx.Ready),
 		Logger:        log.With("component", "api"),
 	})
 	if err != nil {
@@ -197,6 +201,7 @@ func Run(ctx context.Context, o Options) error {
 			up.mark("apply")
 			log.Info("dataplane converged; ready", append([]any{"dataplane", dp.Name()}, up.fields()...)...)
 			up.register(reg)
+			started.Store(true)
 		})
 	}()
 	if err := api.Start(runCtx); err != nil {

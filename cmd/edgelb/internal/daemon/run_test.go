@@ -223,3 +223,44 @@ func TestRunRefusedServiceShowsFailed(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 }
+
+// TestRunReadyAfterStartupMetrics: the moment /readyz first says ready,
+// /metrics already has the start-up phases. Ready used to follow the first
+// apply alone, before the ready callback registered them, and a lab read
+// 0.000 for phases it scraped in between.
+func TestRunReadyAfterStartupMetrics(t *testing.T) {
+	api, stop := runOnFakes(t, `
+  - name: web
+    pool: p
+    ports: [{name: http, port: 80, protocol: TCP, targetPort: 8080}]
+    backends: [{address: "198.51.100.2"}]
+`, fake.New(fake.NFTablesOptions), &annfake.Announcer{})
+	defer stop()
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + api + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	// 60 ms between polls: under the API's 20 requests a second.
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(60 * time.Millisecond) {
+		if code, _ := get("/readyz"); code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("not ready within 15 s")
+		}
+	}
+	code, body := get("/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics: %d", code)
+	}
+	for _, p := range []string{"config", "checks", "writer", "apply", "total"} {
+		if !strings.Contains(body, `edgelb_startup_seconds{phase="`+p+`"}`) {
+			t.Errorf("ready, yet /metrics has no start-up phase %q", p)
+		}
+	}
+}

@@ -1,7 +1,11 @@
 package daemon
 
 import (
+	"context"
+	"sync/atomic"
 	"time"
+
+	"github.com/edgelb/edgelb/lb/effects"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -57,4 +61,18 @@ func (s *startup) register(reg prometheus.Registerer) {
 	}
 	g.WithLabelValues("total").Set(total.Seconds())
 	_ = reg.Register(g) // a second ready (never) would find it registered
+}
+
+// readyGate is set once the daemon's ready callback ran (sd_notify READY,
+// the ready log line, the start-up metrics).
+type readyGate struct{ atomic.Bool }
+
+// ready answers not converged until the gate is set, then what next says.
+func (g *readyGate) ready(next func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if !g.Load() {
+			return effects.ErrNotConverged
+		}
+		return next(ctx)
+	}
 }
