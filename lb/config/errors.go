@@ -172,4 +172,12 @@ func join(parent, field string) string {
 	return parent + "." + field
 }
 
-func index(parent string, i int) string { return fmt.Sprintf("%s[%d]", parent, i) }
+// index is parent[i]; built for every list element of a config (110,000
+// for 10,000 services × 10 backends), so without fmt.
+func index(parent string, i int) string {
+	b := make([]byte, 0, len(parent)+8)
+	b = append(b, parent...)
+	b = append(b, '[')
+	b = strconv.AppendInt(b, int64(i), 10)
+	return string(append(b, ']'))
+}

@@ -1,8 +1,6 @@
 package config
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"sigs.k8s.io/yaml"
 )
 
 // MaxSize bounds a config file (and any file it points at): 32 MiB holds
@@ -86,16 +83,9 @@ func parse(data []byte, e env) (*Config, error) {
 		c.add("yaml", "", "config larger than %d MiB (lb/config MaxSize)", MaxSize>>20)
 		return nil, c.err("")
 	}
-	j, err := yaml.YAMLToJSONStrict(data)
+	v, err := decodeYAML(data)
 	if err != nil {
 		c.addErr("yaml", "", errors.New(yamlMessage(err)))
-		return nil, c.err("")
-	}
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(j))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil && err != io.EOF {
-		c.add("yaml", "", "%v", err)
 		return nil, c.err("")
 	}
 	var raw rawConfig
@@ -115,7 +105,7 @@ func parse(data []byte, e env) (*Config, error) {
 	return cfg, nil
 }
 
-// yamlMessage drops the layers of prefixes sigs.k8s.io/yaml adds.
+// yamlMessage drops the prefixes go-yaml (and sigs.k8s.io/yaml) add.
 func yamlMessage(err error) string {
 	s := err.Error()
 	for _, p := range []string{"error converting YAML to JSON: ", "yaml: "} {

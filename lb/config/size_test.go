@@ -57,3 +57,17 @@ func TestParseFiftyThousandPlain(t *testing.T) {
 		t.Fatalf("a file past MaxSize: %v", err)
 	}
 }
+
+// BenchmarkParse10000: a plainly written config of 10,000 services × 10
+// backends, parsed and validated (the daemon's "config" start-up phase
+// without reading the file).
+func BenchmarkParse10000(b *testing.B) {
+	data := plainConfig(10000)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Parse(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
