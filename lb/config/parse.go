@@ -10,7 +10,6 @@ import (
 	"reflect"
 	"strings"
 	"time"
-
 )
 
 // MaxSize bounds a config file (and any file it points at): 32 MiB holds
