@@ -216,6 +216,7 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/readyz", s.readyz)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{})))
 	s.staticRoutes(e)
+	s.pprofRoutes(e)
 
 	// Middleware per route rather than per group: an echo group with
 	// middleware registers catch-all routes, which would turn a 404 into a 401.
