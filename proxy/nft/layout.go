@@ -104,11 +104,14 @@ type fam struct {
 	// (Options.SourceAddresses); invalid: masquerade to the gateway's own
 	// address on the way out.
 	snat netip.Addr
+	// syncEvents: the services chain limits a translated connection's
+	// conntrack events (Options.SyncEvents).
+	syncEvents bool
 }
 
 var (
-	fam4 = fam{false, nftables.TableFamilyIPv4, unix.NFPROTO_IPV4, nftables.TypeIPAddr, 4, 12, 16, 3 /* ICMP_PORT_UNREACH */, netip.Addr{}}
-	fam6 = fam{true, nftables.TableFamilyIPv6, unix.NFPROTO_IPV6, nftables.TypeIP6Addr, 16, 8, 24, 4 /* ICMPV6_PORT_UNREACH */, netip.Addr{}}
+	fam4 = fam{false, nftables.TableFamilyIPv4, unix.NFPROTO_IPV4, nftables.TypeIPAddr, 4, 12, 16, 3 /* ICMP_PORT_UNREACH */, netip.Addr{}, false}
+	fam6 = fam{true, nftables.TableFamilyIPv6, unix.NFPROTO_IPV6, nftables.TypeIP6Addr, 16, 8, 24, 4 /* ICMPV6_PORT_UNREACH */, netip.Addr{}, false}
 	fams = [2]fam{fam4, fam6}
 )
 
@@ -236,6 +239,13 @@ func (r rule) build(t *nftables.Table, chain string) *nftables.Rule {
 		UserData: userdata.AppendString(nil, userdata.TypeComment, r.comment(chain))}
 }
 
+// syncEventMask is IPCT_DESTROY | IPCT_ASSURED
+// (include/uapi/linux/netfilter/nf_conntrack_common.h: ip_conntrack_events):
+// no IPCT_PROTOINFO, the event of every TCP state change, and no IPCT_NEW —
+// a connection is worth syncing once established (conntrackd takes the
+// update of an entry it never saw as new).
+const syncEventMask = 1<<2 | 1<<4
+
 // rulesOf returns the rules a chain of family f must hold, in order.
 func (f fam) rulesOf(chain string) []rule {
 	switch chain {
@@ -246,6 +256,13 @@ func (f fam) rulesOf(chain string) []rule {
 		// reads it in the same rule: a mark someone else set never
 		// dispatches.
 		setAndDispatch := one(&expr.Ct{Key: expr.CtKeyMARK, Register: reg1, SourceRegister: true}, loadMark(), vmap(setDispatch))
+		if f.syncEvents {
+			// ct event set new,destroy,assured — on the connection's first
+			// packet (a nat chain), before conntrack confirms it.
+			setAndDispatch = cat(one(&expr.Ct{Key: expr.CtKeyMARK, Register: reg1, SourceRegister: true},
+				&expr.Immediate{Register: reg1, Data: encU32(syncEventMask)},
+				&expr.Ct{Key: expr.CtKeyEVENTMASK, Register: reg1, SourceRegister: true}), one(loadMark(), vmap(setDispatch)))
+		}
 		return []rule{
 			{"vip", cat(one(f.loadDaddr(reg1), l4proto(f.after()), dport(f.after()+1), lookupData(setVIP)), setAndDispatch)},
 			{"nodeport", cat(one(f.loadDaddr(reg1), &expr.Lookup{SourceRegister: reg1, SetName: setNodes},

@@ -42,6 +42,14 @@ type Options struct {
 	// gateway's own: floating addresses owned with the VIPs
 	// (announce.l2.sourceAddresses), so replies reach the current owner.
 	SourceAddresses []netip.Addr
+	// SyncEvents limits the conntrack events of the connections edgelb
+	// translates to assured and destroy (nft `ct event set`), for a state
+	// sync (conntrackd) that would otherwise receive and send every TCP
+	// state change: two events a connection instead of eight. What a peer
+	// then holds for an open connection is its state once established,
+	// which is what a takeover needs; each event must reach the peer
+	// (unicast FTFW), as no later one repairs a lost one.
+	SyncEvents bool
 
 	// Tests only: the receive buffer to force (bytes, before the kernel
 	// doubles it) and the messages per batch, instead of what dial derives.
@@ -124,6 +132,7 @@ func New(opts Options) (*Dataplane, error) {
 	}
 	d := &Dataplane{opts: opts, fams: fams}
 	for i := range d.fams {
+		d.fams[i].syncEvents = opts.SyncEvents
 		for _, a := range opts.SourceAddresses {
 			if a = a.Unmap(); a.IsValid() && a.Is6() == d.fams[i].v6 {
 				d.fams[i].snat = a
