@@ -39,22 +39,7 @@ func TestFailoverSyncLag(t *testing.T) {
 	dir := t.TempDir()
 	start := func(ns *netns.NS, self, peer netip.Addr) *Conntrackd {
 		t.Helper()
-		// conntrackd runs in the namespace (its netlink socket sees that
-		// namespace's conntrack table); exec keeps it the supervised child.
-		bin := filepath.Join(dir, "conntrackd-"+ns.Name)
-		if err := os.WriteFile(bin, fmt.Appendf(nil, "#!/bin/sh\nexec ip netns exec %s conntrackd \"$@\"\n", ns.Name), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		c, err := Start(Options{Binary: bin, Dir: filepath.Join(dir, ns.Name), Interface: "sync0", Address: self, Peer: peer, Port: 3780}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-c.Ready():
-		case <-time.After(15 * time.Second):
-			t.Fatalf("conntrackd in %s not ready in 15 s", ns.Name)
-		}
-		return c
+		return startIn(t, dir, ns, Options{Interface: "sync0", Address: self, Peer: peer, Port: 3780})
 	}
 	ca := start(a, addrA, addrB)
 	defer ca.Close()
@@ -66,13 +51,8 @@ func TestFailoverSyncLag(t *testing.T) {
 	sport := 20000
 	insert := func(n int) {
 		t.Helper()
-		for range n {
-			sport++
-			if out, err := a.Exec(context.Background(), "conntrack", "-I", "-p", "tcp", "-s", "192.0.2.10", "-d", "198.51.100.10",
-				"--sport", fmt.Sprint(sport), "--dport", "80", "--state", "ESTABLISHED", "-t", "600", "-u", "SEEN_REPLY"); err != nil {
-				t.Fatalf("conntrack -I: %v: %s", err, out)
-			}
-		}
+		insertConns(t, a, sport, n)
+		sport += n
 	}
 	// until polls a's status (read from conntrackd at most once a second)
 	// until ok holds, and returns the status that satisfied it.
@@ -126,4 +106,40 @@ func TestFailoverSyncLag(t *testing.T) {
 	// connections again, those it missed included.
 	until("b holds all 100 connections again", 30*time.Second, func(Status) bool { return cb.Status().Stats.External >= 100 })
 	t.Logf("MEASURED sync-lag phase=peer-back unacked=%d silence_ms=%d caught_up_ms=%d", up.Stats.Unacked, up.PeerSilence.Milliseconds(), time.Since(back).Milliseconds())
+}
+
+// startIn starts a real conntrackd with opts (Binary and Dir filled in)
+// inside ns and waits until it answers. A wrapper script runs it in the
+// namespace (its netlink socket must see that namespace's conntrack table);
+// exec keeps it the supervised child.
+func startIn(t *testing.T, dir string, ns *netns.NS, opts Options) *Conntrackd {
+	t.Helper()
+	bin := filepath.Join(dir, "conntrackd-"+ns.Name)
+	if err := os.WriteFile(bin, fmt.Appendf(nil, "#!/bin/sh\nexec ip netns exec %s conntrackd \"$@\"\n", ns.Name), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	opts.Binary, opts.Dir = bin, filepath.Join(dir, ns.Name)
+	c, err := Start(opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.Ready():
+	case <-time.After(15 * time.Second):
+		c.Close()
+		t.Fatalf("conntrackd in %s not ready in 15 s", ns.Name)
+	}
+	return c
+}
+
+// insertConns puts n established TCP connections into ns's conntrack table
+// (source ports from+1 .. from+n): one event each for conntrackd to sync.
+func insertConns(t *testing.T, ns *netns.NS, from, n int) {
+	t.Helper()
+	for i := from + 1; i <= from+n; i++ {
+		if out, err := ns.Exec(context.Background(), "conntrack", "-I", "-p", "tcp", "-s", "192.0.2.10", "-d", "198.51.100.10",
+			"--sport", fmt.Sprint(i), "--dport", "80", "--state", "ESTABLISHED", "-t", "600", "-u", "SEEN_REPLY"); err != nil {
+			t.Fatalf("conntrack -I: %v: %s", err, out)
+		}
+	}
 }
