@@ -15,6 +15,7 @@ import (
 	"github.com/edgelb/edgelb/cmd/edgelb/internal/daemon"
 	"github.com/edgelb/edgelb/lb/config"
 	"github.com/edgelb/edgelb/lb/engine"
+	"github.com/edgelb/edgelb/lb/preflight"
 	"github.com/edgelb/edgelb/lb/store"
 	"github.com/edgelb/edgelb/proxy/hostcheck"
 )
@@ -68,14 +69,14 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *noHost {
 		return nil
 	}
-	findings, err := daemon.HostFindings(cfg, hostcheck.System())
+	findings, err := preflight.HostFindings(cfg, hostcheck.System())
 	if err != nil {
 		return &exitError{1, err}
 	}
 	for _, f := range findings {
 		fmt.Fprintln(stdout, f)
 	}
-	if blocking := daemon.Blocking(cfg, findings); len(blocking) > 0 {
+	if blocking := preflight.Blocking(cfg, findings); len(blocking) > 0 {
 		return &exitError{1, fmt.Errorf("host checks found %d error(s)", len(blocking))}
 	}
 	if hostcheck.Worst(findings) == hostcheck.Error {

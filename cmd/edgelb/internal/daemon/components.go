@@ -15,6 +15,7 @@ import (
 	"github.com/edgelb/edgelb/announce/bgp"
 	"github.com/edgelb/edgelb/announce/l2"
 	"github.com/edgelb/edgelb/lb/config"
+	"github.com/edgelb/edgelb/lb/preflight"
 	"github.com/edgelb/edgelb/proxy"
 	"github.com/edgelb/edgelb/proxy/conntrack"
 	"github.com/edgelb/edgelb/proxy/ipvs"
@@ -24,7 +25,7 @@ import (
 // newDataplane builds the configured (or auto-chosen) dataplane and the
 // flow source that goes with it.
 func newDataplane(cfg *config.Config, log *slog.Logger) (proxy.Dataplane, proxy.FlowSource, func() error, error) {
-	mode, why := ChooseDataplane(cfg.Dataplane.Mode)
+	mode, why := preflight.ChooseDataplane(cfg.Dataplane.Mode)
 	log.Info(why, "dataplane", string(mode))
 	switch mode {
 	case config.ModeIPVS:

@@ -21,6 +21,7 @@ import (
 	"github.com/edgelb/edgelb/lb"
 	"github.com/edgelb/edgelb/lb/config"
 	"github.com/edgelb/edgelb/lb/effects"
+	"github.com/edgelb/edgelb/lb/preflight"
 	"github.com/edgelb/edgelb/proxy"
 	"github.com/edgelb/edgelb/proxy/health"
 	"github.com/edgelb/edgelb/proxy/hostcheck"
@@ -50,7 +51,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	up.mark("config")
-	findings, err := HostFindings(cfg, hostcheck.System())
+	findings, err := preflight.HostFindings(cfg, hostcheck.System())
 	if err != nil {
 		return err
 	}
@@ -62,7 +63,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 		log.Log(ctx, lvl, f.Message, "check", f.Code, "fix", f.Fix)
 	}
-	if b := Blocking(cfg, findings); len(b) > 0 {
+	if b := preflight.Blocking(cfg, findings); len(b) > 0 {
 		if b[0].Code == hostcheck.CodeRangeOverlap {
 			return fmt.Errorf("refusing to start: %s (set dataplane.allowEphemeralOverlap to proceed despite a node-port overlap)", b[0].Message)
 		}

@@ -3,6 +3,7 @@ package daemon
 import (
 	"github.com/edgelb/edgelb/lb/config"
 	"github.com/edgelb/edgelb/lb/engine"
+	"github.com/edgelb/edgelb/lb/preflight"
 	"github.com/edgelb/edgelb/proxy"
 	"github.com/edgelb/edgelb/proxy/health"
 	"github.com/edgelb/edgelb/proxy/nft"
@@ -26,7 +27,7 @@ func healthAPI(c *health.Checker) func() []webui.BackendHealth {
 // run can do, so the engine refuses the others at the REST API (never a
 // silent downgrade).
 func engineMethods(cfg *config.Config) []proxy.Method {
-	if mode, _ := ChooseDataplane(cfg.Dataplane.Mode); mode == config.ModeIPVS {
+	if mode, _ := preflight.ChooseDataplane(cfg.Dataplane.Mode); mode == config.ModeIPVS {
 		return []proxy.Method{proxy.NAT, proxy.NATNoSNAT, proxy.DirectRouting, proxy.Tunnel}
 	}
 	return []proxy.Method{proxy.NAT, proxy.NATNoSNAT}
@@ -36,7 +37,7 @@ func engineMethods(cfg *config.Config) []proxy.Method {
 // program, for the writer to refuse up front (nil: IPVS does every
 // scheduler).
 func engineCheck(cfg *config.Config) func(proxy.Service) error {
-	if mode, _ := ChooseDataplane(cfg.Dataplane.Mode); mode == config.ModeIPVS {
+	if mode, _ := preflight.ChooseDataplane(cfg.Dataplane.Mode); mode == config.ModeIPVS {
 		return nil
 	}
 	return nft.Check
