@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/google/nftables"
 
@@ -141,6 +142,26 @@ func (d *Dataplane) unchanged() bool {
 		return true
 	}
 	return false
+}
+
+// elementsOnly: the kernel differs from the model only by elements others
+// added to or deleted from the returned sets (of edgelb's static sets), as
+// the monitor saw every transaction since the clean generation.
+func (d *Dataplane) elementsOnly() (map[setName]bool, bool) {
+	if !d.clean.valid || d.mon == nil {
+		return nil, false
+	}
+	g, err := d.genID()
+	if err != nil {
+		return nil, false
+	}
+	for i := 0; ; i++ { // up to 50 ms for the monitor to handle generation g
+		sets, ok := d.mon.elementsOnly(d.clean.gen, g)
+		if ok || i == 10 || !d.mon.behind(g) {
+			return sets, ok
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // Present reports which of edgelb's nftables tables exist in the network

@@ -34,24 +34,35 @@ func TestNetnsResyncGate(t *testing.T) {
 		t.Fatal(err)
 	}
 	good := dump(t, ns)
-	step := func(what string, wantRead bool) {
+	const (
+		none    = "nothing"
+		partial = "the touched sets"
+		full    = "everything"
+	)
+	step := func(what string, want string) {
 		t.Helper()
 		st0 := d.Stats()
 		if err := d.Resync(ctx); err != nil {
 			t.Fatalf("%s: resync: %v", what, err)
 		}
 		st1 := d.Stats()
-		read := st1.Reads > st0.Reads
-		t.Logf("%s: resync read back %v (gated %d, of them past foreign commits %d)", what, read, st1.Gated-st0.Gated, st1.GatedForeign-st0.GatedForeign)
-		if read != wantRead {
-			t.Errorf("%s: resync read back = %v, want %v", what, read, wantRead)
+		read := none
+		switch {
+		case st1.Reads > st0.Reads:
+			read = full
+		case st1.PartialReads > st0.PartialReads:
+			read = partial
+		}
+		t.Logf("%s: resync read back %s (gated %d, of them past foreign commits %d)", what, read, st1.Gated-st0.Gated, st1.GatedForeign-st0.GatedForeign)
+		if read != want {
+			t.Errorf("%s: resync read back %s, want %s", what, read, want)
 		}
 		if g, a := diffLines(good, dump(t, ns)); len(g)+len(a) > 0 {
 			t.Errorf("%s: kernel differs from the model after the resync: -%q +%q", what, g, a)
 		}
 	}
 	for i := 0; i < 3; i++ {
-		step("idle", false)
+		step("idle", none)
 	}
 
 	// Someone else's table, chain and rule: three kinds of foreign commit.
@@ -62,7 +73,7 @@ func TestNetnsResyncGate(t *testing.T) {
 		t.Fatal(err)
 	}
 	good = dump(t, ns) // theirs is part of what must stay
-	step("another table created", false)
+	step("another table created", none)
 	c.AddRule(&gnft.Rule{Table: other, Chain: ch, Exprs: []expr.Any{&expr.Counter{}}})
 	if err := c.Flush(); err != nil {
 		t.Fatal(err)
@@ -73,7 +84,7 @@ func TestNetnsResyncGate(t *testing.T) {
 		t.Fatal(err)
 	}
 	good = dump(t, ns)
-	step("a rule and an inet table named like ours", false)
+	step("a rule and an inet table named like ours", none)
 
 	// A hand edit of edgelb's own table: read back and repaired.
 	id := d.svcs[cfg.Services[7].Key()].id
@@ -83,8 +94,28 @@ func TestNetnsResyncGate(t *testing.T) {
 	if err := c.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	step("a backend element deleted by hand", true)
-	step("idle after the repair", false)
+	step("a backend element deleted by hand", partial)
+	step("idle after the repair", none)
+
+	// An element deleted by hand from one set of ours and one added to
+	// another, in two transactions: both sets read back, both repaired.
+	if err := c.SetDeleteElements(&gnft.Set{Table: d.tableOf(false), Name: setBE}, []gnft.SetElement{{Key: encBucketKey(id, 0)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := ns.Exec(ctx, "nft", "add", "element", "ip", DefaultTable, setNodes, "{", "192.0.2.250", "}"); err != nil {
+		t.Fatalf("nft add element: %v %s", err, out)
+	}
+	step("elements changed by hand in two sets", partial)
+
+	// A structural hand edit (a rule of ours deleted): everything is read.
+	if out, err := ns.Exec(ctx, "nft", "flush", "chain", "ip", DefaultTable, chainPostrouting); err != nil {
+		t.Fatalf("nft flush chain: %v %s", err, out)
+	}
+	step("a chain of ours flushed by hand", full)
+	step("idle after that repair", none)
 
 	// Our own changes keep the gate open.
 	cfg.Services[3].Backends = cfg.Services[3].Backends[:2]
@@ -94,7 +125,7 @@ func TestNetnsResyncGate(t *testing.T) {
 		t.Fatal(err)
 	}
 	good = dump(t, ns)
-	step("after an Apply of ours", false)
+	step("after an Apply of ours", none)
 
 	// The safety net: FullEvery 2 reads every second resync.
 	d.opts.FullEvery = 2

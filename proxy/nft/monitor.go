@@ -36,6 +36,13 @@ type monitor struct {
 	seen    bool   // lastGen is set
 	broken  bool   // the monitor cannot vouch for anything any more
 	touched bool   // the transaction in progress touched edgelb's tables from elsewhere
+	// cur is what the transaction in progress touched of edgelb's tables
+	// from elsewhere; scopes what each such committed transaction touched,
+	// newest last, at most maxScopes (scopeFloor: every foreign transaction
+	// after it is in scopes).
+	cur        scope
+	scopes     []scope
+	scopeFloor uint32
 	// foreignAt is the last generation whose transaction touched edgelb's
 	// tables from another socket.
 	foreignAt uint32
@@ -131,18 +138,105 @@ func (m *monitor) handle(msg netlink.Message) {
 		if g, ok := genOf(msg.Data); ok {
 			if m.touched {
 				m.foreign, m.foreignAt = true, g
+				m.cur.gen = g
+				if len(m.scopes) == maxScopes {
+					m.scopeFloor = m.scopes[0].gen
+					m.scopes = m.scopes[1:]
+				}
+				m.scopes = append(m.scopes, m.cur)
 			}
-			m.touched = false
+			m.touched, m.cur = false, scope{}
 			m.lastGen, m.seen = g, true
 		}
 		return
 	}
-	if m.touched || msg.Header.PID == m.portid() {
+	if msg.Header.PID == m.portid() || (m.touched && m.cur.structural) {
 		return
 	}
 	if m.isOurs(msg) {
 		m.touched = true
+		m.cur.add(msg)
 	}
+}
+
+// maxScopes bounds the foreign transactions remembered; older ones are
+// known only as "something": a full read.
+const maxScopes = 64
+
+// scope is what one foreign transaction did to edgelb's tables: elements
+// added to or deleted from the named sets only, or anything else
+// (structural: tables, chains, rules, sets themselves).
+type scope struct {
+	gen        uint32
+	sets       map[setName]bool
+	structural bool
+}
+
+// setName is a set of edgelb's table in one family.
+type setName struct {
+	v6   bool
+	name string
+}
+
+func (sc *scope) add(msg netlink.Message) {
+	switch uint16(msg.Header.Type) & 0xff {
+	case unix.NFT_MSG_NEWSETELEM, unix.NFT_MSG_DELSETELEM:
+	default:
+		sc.structural = true
+		return
+	}
+	name := ""
+	if ad, err := netlink.NewAttributeDecoder(msg.Data[4:]); err == nil {
+		for ad.Next() {
+			if ad.Type() == unix.NFTA_SET_ELEM_LIST_SET {
+				name = ad.String()
+			}
+		}
+	}
+	if name == "" {
+		sc.structural = true // cannot tell which set: read everything
+		return
+	}
+	if sc.sets == nil {
+		sc.sets = map[setName]bool{}
+	}
+	sc.sets[setName{v6: msg.Data[0] == unix.NFPROTO_IPV6, name: name}] = true
+}
+
+// behind reports whether the monitor has not yet handled generation g.
+func (m *monitor) behind(g uint32) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return !m.seen || m.lastGen < g
+}
+
+// elementsOnly reports, when every transaction in (from, to] that touched
+// edgelb's tables from elsewhere only added or deleted elements (and the
+// monitor saw them all), the sets they touched.
+func (m *monitor) elementsOnly(from, to uint32) (map[setName]bool, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.broken || !m.seen || m.lastGen != to || from < m.scopeFloor {
+		return nil, false
+	}
+	for _, l := range m.losses {
+		if l[0] < to && from < l[1] {
+			return nil, false
+		}
+	}
+	out := map[setName]bool{}
+	for _, sc := range m.scopes {
+		if sc.gen <= from || sc.gen > to {
+			continue
+		}
+		if sc.structural {
+			return nil, false
+		}
+		for k := range sc.sets {
+			out[k] = true
+		}
+	}
+	return out, true
 }
 
 // isOurs: the notification names edgelb's table in the ip or ip6 family. Its

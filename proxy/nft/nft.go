@@ -60,8 +60,11 @@ type Stats struct {
 	Messages uint64 // nftables messages in them
 	Elements uint64 // set elements added or deleted
 	Reads    uint64 // full read-backs of the table (first Apply, Resync, repair)
-	Resyncs  uint64 // Resync calls
-	Gated    uint64 // of them, answered by the generation gate (nothing committed since the kernel equalled the model)
+	// PartialReads: resyncs that read back only the sets whose elements
+	// others changed, and nothing else of edgelb's tables (the monitor).
+	PartialReads uint64
+	Resyncs      uint64 // Resync calls
+	Gated        uint64 // of them, answered by the generation gate (nothing committed since the kernel equalled the model)
 	// GatedForeign: of Gated, those where others had committed meanwhile,
 	// but only to other tables (as the change monitor saw).
 	GatedForeign uint64
@@ -279,9 +282,23 @@ func (d *Dataplane) Resync(ctx context.Context) error {
 	if every == 0 {
 		every = DefaultFullEvery
 	}
-	if !d.dirty && d.stats.Resyncs%every != 0 && d.unchanged() {
-		d.stats.Gated++
-		return nil
+	if !d.dirty && d.stats.Resyncs%every != 0 {
+		if d.unchanged() {
+			d.stats.Gated++
+			return nil
+		}
+		// Others added or deleted elements of ours and did nothing else:
+		// read back and repair those sets only (a full read-back of 50,000
+		// services walks half a million elements, quadratically).
+		if sets, ok := d.elementsOnly(); ok {
+			g0, c0, gok := d.genBefore()
+			if err := d.recoverLostAcks(ctx, d.partialSync(ctx, sets)); err != nil {
+				d.dirty, d.clean.valid = true, false
+				return err
+			}
+			d.settle(g0, c0, gok)
+			return nil
+		}
 	}
 	g0, c0, gok := d.genBefore()
 	snap, err := d.read()

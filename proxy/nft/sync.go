@@ -313,21 +313,30 @@ func (d *Dataplane) readTable(f fam) (*tableSnap, error) {
 		if !s.sets[name] {
 			continue
 		}
-		els, err := d.conn.GetSetElements(d.setRef(f.v6, name))
+		m, err := d.readElems(f, name)
 		if err != nil {
-			return nil, fmt.Errorf("nft: list elements of %s %s: %w", f, name, err)
-		}
-		m := make(map[string]string, len(els))
-		for _, e := range els {
-			v := string(e.Val)
-			if name == setDispatch || name == setPost {
-				v = decodeVerdict(e.Val)
-			}
-			m[string(e.Key)] = v
+			return nil, err
 		}
 		s.elems[name] = m
 	}
 	return s, nil
+}
+
+// readElems dumps one static set's elements: key → value (see elem.value).
+func (d *Dataplane) readElems(f fam, name string) (map[string]string, error) {
+	els, err := d.conn.GetSetElements(d.setRef(f.v6, name))
+	if err != nil {
+		return nil, fmt.Errorf("nft: list elements of %s %s: %w", f, name, err)
+	}
+	m := make(map[string]string, len(els))
+	for _, e := range els {
+		v := string(e.Val)
+		if name == setDispatch || name == setPost {
+			v = decodeVerdict(e.Val)
+		}
+		m[string(e.Key)] = v
+	}
+	return m, nil
 }
 
 // decodeVerdict renders a vmap element's data (the nested NFTA_VERDICT_*
@@ -452,11 +461,28 @@ func (d *Dataplane) fullSync(ctx context.Context, s *snapshot) error {
 		post = append(post, q...)
 	}
 
-	// Element differences. The kernel's maps are consumed as they match,
-	// so what is left over is what edgelb no longer wants.
+	units, dels, adds := d.elemDiff(s, func(setName) bool { return true })
+	bs := pack(units, d.budget, d.maxMsgs)
+	bs[0].pre = pre
+	bs[len(bs)-1].post = post
+	if len(pre)+dels+adds+len(post) > 0 {
+		d.opts.Log.Info("nft: sync", "table", d.opts.Table, "structural", len(pre), "deletes", dels,
+			"adds", adds, "chains-removed", len(post))
+	}
+	return d.flush(ctx, bs)
+}
+
+// elemDiff turns the differences between the model's elements and those of
+// snapshot s into batch units, for the sets in (all static sets when s holds
+// them all). The kernel's maps are consumed as they match, so what is left
+// over is what edgelb no longer wants.
+func (d *Dataplane) elemDiff(s *snapshot, in func(setName) bool) (units []unit, ndel, nadd int) {
 	var dels, adds []elem
 	replace := map[string]bool{} // elem.id() of elements whose value changes
 	add := func(e elem) {
+		if !in(setName{e.v6, e.set}) {
+			return
+		}
 		have := s.of(e.v6).elems[e.set]
 		if v, ok := have[string(e.key)]; ok {
 			delete(have, string(e.key))
@@ -477,6 +503,9 @@ func (d *Dataplane) fullSync(ctx context.Context, s *snapshot) error {
 	}
 	for _, f := range d.fams {
 		for _, set := range staticSets {
+			if !in(setName{f.v6, set}) {
+				continue
+			}
 			for k := range s.of(f.v6).elems[set] {
 				dels = append(dels, elem{v6: f.v6, set: set, key: []byte(k)})
 			}
@@ -484,25 +513,57 @@ func (d *Dataplane) fullSync(ctx context.Context, s *snapshot) error {
 	}
 	sortElems(dels, false)
 	sortElems(adds, true)
-	units := make([]unit, 0, len(dels)+len(adds))
-	for _, e := range adds {
-		u := unit{add: []elem{e}}
-		if replace[e.id()] {
-			u.del = []elem{e}
+	units = make([]unit, 0, len(dels)+len(adds))
+	for i := range adds {
+		// One-element sub-slices of adds: no allocation per element.
+		u := unit{add: adds[i : i+1 : i+1]}
+		if replace[adds[i].id()] {
+			u.del = u.add
 		}
 		units = append(units, u)
 	}
-	for _, e := range dels {
-		units = append(units, unit{del: []elem{e}})
+	for i := range dels {
+		units = append(units, unit{del: dels[i : i+1 : i+1]})
 	}
-	bs := pack(units, d.budget, d.maxMsgs)
-	bs[0].pre = pre
-	bs[len(bs)-1].post = post
-	if len(pre)+len(dels)+len(adds)+len(post) > 0 {
-		d.opts.Log.Info("nft: sync", "table", d.opts.Table, "structural", len(pre), "deletes", len(dels),
-			"adds", len(adds), "chains-removed", len(post))
+	return units, len(dels), len(adds)
+}
+
+// partialSync repairs the elements of the given sets only, from a snapshot
+// holding just those (readSets): what foreign transactions that added or
+// deleted elements, and did nothing else to edgelb's tables, can have
+// changed (monitor.elementsOnly).
+func (d *Dataplane) partialSync(ctx context.Context, sets map[setName]bool) error {
+	s, err := d.readSets(sets)
+	if err != nil {
+		return err
 	}
-	return d.flush(ctx, bs)
+	units, dels, adds := d.elemDiff(s, func(n setName) bool { return sets[n] })
+	if len(units) == 0 {
+		return nil
+	}
+	d.opts.Log.Info("nft: repair of elements changed by others", "table", d.opts.Table, "sets", len(sets), "deletes", dels, "adds", adds)
+	return d.flush(ctx, pack(units, d.budget, d.maxMsgs))
+}
+
+// readSets dumps only the elements of the given static sets.
+func (d *Dataplane) readSets(sets map[setName]bool) (*snapshot, error) {
+	d.stats.PartialReads++
+	var snap snapshot
+	for i, f := range d.fams {
+		ts := &tableSnap{exists: true, elems: map[string]map[string]string{}}
+		for _, name := range staticSets {
+			if !sets[setName{f.v6, name}] {
+				continue
+			}
+			m, err := d.readElems(f, name)
+			if err != nil {
+				return nil, err
+			}
+			ts.elems[name] = m
+		}
+		snap[i] = ts
+	}
+	return &snap, nil
 }
 
 // syncStructure returns the writes that restore one table's structure
