@@ -11,9 +11,9 @@ import (
 	"sync"
 )
 
-// The YAML is converted to JSON (sigs.k8s.io/yaml), decoded into generic
-// values with json.Number, and then walked into the raw structs below by
-// this small strict decoder. Doing the walk ourselves (instead of
+// The YAML is parsed into generic values with json.Number (decodeYAML, the
+// go-yaml v2 parser sigs.k8s.io/yaml wraps, without its JSON round trip),
+// and then walked into the raw structs below by this small strict decoder. Doing the walk ourselves (instead of
 // json.Unmarshal with DisallowUnknownFields) lets every problem be reported
 // at once with its exact path — services[2].ports[0].port — instead of
 // stopping at the first one with a Go type name in the message.
