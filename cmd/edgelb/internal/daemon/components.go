@@ -68,7 +68,7 @@ func newDataplane(cfg *config.Config, log *slog.Logger) (proxy.Dataplane, proxy.
 		// connection, not eight. Not over multicast to three or more: a
 		// message one receiver missed after another acknowledged it is gone,
 		// and with every event the next one repairs it (with two events a
-		// backup kept 98 of 100 streams for good, in 1 of 3 runs of lab/faults
+		// backup kept 98 of 100 streams for good, in 1 of 4 runs of lab/faults
 		// gw3/nat/v6/on).
 		opts.SyncEvents = cfg.StateSync.Conntrackd != nil && cfg.StateSync.Conntrackd.Peer.IsValid()
 		dp, err := nft.New(opts)
