@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/google/nftables"
 
@@ -155,13 +154,8 @@ func (d *Dataplane) elementsOnly() (map[setName]bool, bool) {
 	if err != nil {
 		return nil, false
 	}
-	for i := 0; ; i++ { // up to 50 ms for the monitor to handle generation g
-		sets, ok := d.mon.elementsOnly(d.clean.gen, g)
-		if ok || i == 10 || !d.mon.behind(g) {
-			return sets, ok
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	d.mon.await(g)
+	return d.mon.elementsOnly(d.clean.gen, g)
 }
 
 // Present reports which of edgelb's nftables tables exist in the network

@@ -43,10 +43,6 @@ type monitor struct {
 	cur        scope
 	scopes     []scope
 	scopeFloor uint32
-	// foreignAt is the last generation whose transaction touched edgelb's
-	// tables from another socket.
-	foreignAt uint32
-	foreign   bool
 	// losses are generation ranges (lo, hi] whose notifications may have
 	// been dropped: from the last generation seen when the loss was noticed
 	// to the kernel's generation right after (nothing dropped can be newer).
@@ -137,7 +133,6 @@ func (m *monitor) handle(msg netlink.Message) {
 	if typ&0xff == unix.NFT_MSG_NEWGEN {
 		if g, ok := genOf(msg.Data); ok {
 			if m.touched {
-				m.foreign, m.foreignAt = true, g
 				m.cur.gen = g
 				if len(m.scopes) == maxScopes {
 					m.scopeFloor = m.scopes[0].gen
@@ -264,11 +259,15 @@ func (m *monitor) isOurs(msg netlink.Message) bool {
 // quietWait is quiet, giving the monitor up to 50 ms to handle a
 // transaction committed just before the caller read the generation.
 func (m *monitor) quietWait(from, to uint32) bool {
-	for i := 0; ; i++ {
-		q, behind := m.quiet(from, to)
-		if q || !behind || i == 10 {
-			return q
-		}
+	m.await(to)
+	q, _ := m.quiet(from, to)
+	return q
+}
+
+// await gives the monitor up to 50 ms to handle generation g (a
+// transaction committed just before the caller read it).
+func (m *monitor) await(g uint32) {
+	for i := 0; i < 10 && m.behind(g); i++ {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
@@ -291,7 +290,8 @@ func (m *monitor) quiet(from, to uint32) (quiet, behind bool) {
 	}
 	// Generations start at 1 in a new namespace and would take 4 billion
 	// commits to wrap: plain comparisons.
-	if m.foreign && from < m.foreignAt && m.foreignAt <= to {
+	// The newest foreign transaction (lastGen == to: none is newer than to).
+	if n := len(m.scopes); n > 0 && from < m.scopes[n-1].gen {
 		return false, false
 	}
 	for _, l := range m.losses {
