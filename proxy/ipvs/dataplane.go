@@ -33,6 +33,14 @@ type Options struct {
 	// MasqMark is the packet-mark bit of connections to masquerade
 	// (default DefaultMasqMark).
 	MasqMark uint32
+	// ResyncSpread: a Resync reads the destinations of 1/ResyncSpread of
+	// the services (a rotating window) besides every changed or draining
+	// one, so each is read at least once every ResyncSpread resyncs
+	// (default DefaultResyncSpread; 1 reads all every time).
+	ResyncSpread int
+	// FullEvery: every FullEvery-th Resync reads every service and rebuilds
+	// the nftables table (default DefaultFullEvery).
+	FullEvery int
 	// SkipSysctls leaves the kernel settings alone (tests of the engine).
 	SkipSysctls bool
 	// Logf receives one line per notable change (default: discarded).
@@ -75,6 +83,12 @@ func New(opts Options) (*Dataplane, error) {
 	}
 	if opts.MasqMark == 0 {
 		opts.MasqMark = DefaultMasqMark
+	}
+	if opts.ResyncSpread <= 0 {
+		opts.ResyncSpread = DefaultResyncSpread
+	}
+	if opts.FullEvery <= 0 {
+		opts.FullEvery = DefaultFullEvery
 	}
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
@@ -131,6 +145,7 @@ func New(opts Options) (*Dataplane, error) {
 	}
 	d.eng = newEngine(mh, &linkDevice{nl: d.nl, name: opts.Device}, &nftSNAT{netns: nsfd, mark: opts.MasqMark},
 		opts.Now, opts.DrainTimeout, opts.Logf)
+	d.eng.spread, d.eng.fullEvery = opts.ResyncSpread, opts.FullEvery
 	return d, nil
 }
 
@@ -152,7 +167,7 @@ func (d *Dataplane) Apply(ctx context.Context, cfg proxy.Config) error {
 		return errors.New("ipvs: apply: dataplane is closed")
 	}
 	if len(failed) == 0 {
-		return d.eng.apply(ctx, want, false)
+		return d.eng.apply(ctx, want, readChanged)
 	}
 	// Refused one by one (as nftables): each keeps its last good state,
 	// every other service is programmed.
@@ -164,14 +179,18 @@ func (d *Dataplane) Apply(ctx context.Context, cfg proxy.Config) error {
 			want.keep(d.eng.last, serviceName(s))
 		}
 	}
-	if err := d.eng.apply(ctx, want, false); err != nil {
+	if err := d.eng.apply(ctx, want, readChanged); err != nil {
 		return err
 	}
 	return &proxy.ServiceErrors{Failed: failed}
 }
 
-// Resync reads every owned service back and repairs drift from the last
-// applied Config; it also finishes drains whose connections ended or whose
+// Resync repairs drift from the last applied Config: it reads the service
+// table and the VIP device whole, the destinations of a rotating window of
+// services (Options.ResyncSpread) and of every draining one, and rebuilds
+// the nftables table only if someone else committed to nftables since
+// edgelb's last write (every Options.FullEvery-th Resync reads and rebuilds
+// everything). It also finishes drains whose connections ended or whose
 // timeout passed. The daemon calls it on a timer.
 func (d *Dataplane) Resync(ctx context.Context) error {
 	d.mu.Lock()
@@ -187,7 +206,7 @@ func (d *Dataplane) Resync(ctx context.Context) error {
 			return err
 		}
 	}
-	return d.eng.apply(ctx, d.eng.last, true)
+	return d.eng.resync(ctx)
 }
 
 // LastSync reports the kernel changes of the last Apply or Resync.
@@ -227,6 +246,9 @@ func (d *Dataplane) Close() error {
 		d.ns.Close()
 	}
 	d.ns = netns.None()
+	if d.eng != nil {
+		d.eng.snat.Close()
+	}
 	d.eng = nil
 	return nil
 }

@@ -13,10 +13,11 @@ type fakeIPVS struct {
 	svcs  map[vsKey]virtualServer
 	dests map[vsKey]map[netip.AddrPort]realServer
 	calls map[string]int
+	reads map[vsKey]int // Dests calls per service
 }
 
 func newFakeIPVS() *fakeIPVS {
-	return &fakeIPVS{svcs: map[vsKey]virtualServer{}, dests: map[vsKey]map[netip.AddrPort]realServer{}, calls: map[string]int{}}
+	return &fakeIPVS{svcs: map[vsKey]virtualServer{}, dests: map[vsKey]map[netip.AddrPort]realServer{}, calls: map[string]int{}, reads: map[vsKey]int{}}
 }
 
 func (f *fakeIPVS) Services() ([]virtualServer, error) {
@@ -32,6 +33,7 @@ func (f *fakeIPVS) Services() ([]virtualServer, error) {
 
 func (f *fakeIPVS) Dests(k vsKey) ([]realServer, error) {
 	f.calls["Dests"]++
+	f.reads[k]++
 	if _, ok := f.svcs[k]; !ok {
 		return nil, unix.ESRCH
 	}
@@ -128,7 +130,7 @@ func (f *fakeIPVS) writes() int {
 		f.calls["AddDest"] + f.calls["UpdateDest"] + f.calls["DelDest"]
 }
 
-func (f *fakeIPVS) resetCalls() { f.calls = map[string]int{} }
+func (f *fakeIPVS) resetCalls() { f.calls = map[string]int{}; f.reads = map[vsKey]int{} }
 
 type fakeDevice struct {
 	exists bool
@@ -162,17 +164,24 @@ func (d *fakeDevice) AddAddr(a netip.Addr) error {
 func (d *fakeDevice) DelAddr(a netip.Addr) error { delete(d.addrs, a); return nil }
 func (d *fakeDevice) Delete() error              { d.exists = false; d.addrs = nil; return nil }
 
+// fakeSNAT obeys nftSNAT's rules: verify rebuilds only after a foreign
+// commit (foreign, set by the test as nft by hand would bump the ruleset
+// generation); a diff after a foreign commit leaves the table unverified.
 type fakeSNAT struct {
 	front, masq map[vsKey]bool
 	fulls       int
+	foreign     bool // someone else committed since the last clean state
 }
 
-func (s *fakeSNAT) Set(front, masq map[vsKey]bool, full bool) error {
-	if full {
+func (s *fakeSNAT) Set(front, masq map[vsKey]bool, how snatHow) (bool, error) {
+	rebuild := how == snatRebuild || s.front == nil || (how == snatVerify && s.foreign)
+	if rebuild {
 		s.fulls++
+		s.foreign = false
 	}
 	s.front, s.masq = copySet(front), copySet(masq)
-	return nil
+	return rebuild, nil
 }
 
 func (s *fakeSNAT) Delete() error { s.front, s.masq = nil, nil; return nil }
+func (s *fakeSNAT) Close() error  { return nil }

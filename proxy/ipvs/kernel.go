@@ -100,8 +100,25 @@ type device interface {
 // edgelb's ct mark and the NAT frontends whose forwarded packets are
 // masqueraded (IPVS only rewrites the destination).
 type snatRules interface {
-	// Set makes the rules hold exactly these frontends. full rebuilds the
-	// whole table (start, resync) instead of changing set elements.
-	Set(frontends, masq map[vsKey]bool, full bool) error
+	// Set makes the rules hold exactly these frontends, as how says; it
+	// reports whether it rebuilt the whole table.
+	Set(frontends, masq map[vsKey]bool, how snatHow) (rebuilt bool, err error)
 	Delete() error
+	// Close releases sockets; the table stays.
+	Close() error
 }
+
+// snatHow says how snatRules.Set reaches the wanted frontends.
+type snatHow int
+
+const (
+	// snatDiff changes set elements against what was last programmed
+	// (Apply: the table is edgelb's and was right after the last write).
+	snatDiff snatHow = iota
+	// snatVerify rebuilds the table if anyone may have changed it since
+	// edgelb last knew it right (the ruleset generation moved by commits
+	// not edgelb's), else diffs (Resync).
+	snatVerify
+	// snatRebuild deletes and rebuilds the table in one transaction.
+	snatRebuild
+)

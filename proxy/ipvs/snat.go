@@ -8,9 +8,11 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
+	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/edgelb/edgelb/proxy"
+	"github.com/edgelb/edgelb/proxy/nft"
 )
 
 // TableName is the nftables table (family inet) the IPVS dataplane owns.
@@ -40,6 +42,45 @@ type nftSNAT struct {
 	mark  uint32
 	// what the sets hold, as last programmed
 	front, masq map[vsKey]bool
+	// The generation gate (as proxy/nft's, see its gen.go): clean is the
+	// ruleset generation at which the table was known to hold front and
+	// masq exactly — set only when a write of ours moved the generation by
+	// exactly one from a generation already known clean (or rebuilt it).
+	genConn *netlink.Conn
+	clean   uint32
+	isClean bool
+}
+
+// gen reads the namespace's ruleset generation; ok is false if it cannot.
+func (n *nftSNAT) gen() (uint32, bool) {
+	if n.genConn == nil {
+		c, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: n.netns})
+		if err != nil {
+			return 0, false
+		}
+		n.genConn = c
+	}
+	g, err := nft.Generation(n.genConn)
+	if err != nil {
+		n.genConn.Close()
+		n.genConn = nil
+		return 0, false
+	}
+	return g, true
+}
+
+// settle records the table as clean at the generation after our one commit,
+// if g0 (read before it) was a generation at which the table was right or
+// the commit rebuilt the table, and nobody else committed in between.
+func (n *nftSNAT) settle(g0 uint32, ok0, rebuilt bool) {
+	trusted := ok0 && (rebuilt || (n.isClean && g0 == n.clean))
+	n.isClean = false
+	if !trusted {
+		return
+	}
+	if g1, ok := n.gen(); ok && g1 == g0+1 {
+		n.clean, n.isClean = g1, true
+	}
 }
 
 func (n *nftSNAT) conn() (*nftables.Conn, error) {
@@ -149,14 +190,18 @@ func (n *nftSNAT) rules(c *nftables.Conn, o tableObjs) {
 	}})
 }
 
-func (n *nftSNAT) Set(front, masq map[vsKey]bool, full bool) error {
+func (n *nftSNAT) Set(front, masq map[vsKey]bool, how snatHow) (bool, error) {
+	g0, ok0 := n.gen()
+	if how == snatVerify && !(ok0 && n.isClean && g0 == n.clean) {
+		how = snatRebuild // someone committed since: the table may differ
+	}
 	c, err := n.conn()
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer c.CloseLasting()
 	o := objs()
-	if full || n.front == nil {
+	if how == snatRebuild || n.front == nil {
 		// One transaction: add (so the delete cannot fail), delete, rebuild.
 		c.AddTable(o.t)
 		c.DelTable(o.t)
@@ -166,15 +211,17 @@ func (n *nftSNAT) Set(front, masq map[vsKey]bool, full bool) error {
 			el  []nftables.SetElement
 		}{{o.front4, elems(front, true)}, {o.front6, elems(front, false)}, {o.masq4, elems(masq, true)}, {o.masq6, elems(masq, false)}} {
 			if err := c.AddSet(s.set, s.el); err != nil {
-				return fmt.Errorf("ipvs: nftables set %s: %w", s.set.Name, err)
+				return false, fmt.Errorf("ipvs: nftables set %s: %w", s.set.Name, err)
 			}
 		}
 		n.rules(c, o)
 		if err := c.Flush(); err != nil {
-			return fmt.Errorf("ipvs: program nftables table inet %s: %w", TableName, err)
+			n.isClean = false
+			return false, fmt.Errorf("ipvs: program nftables table inet %s: %w", TableName, err)
 		}
 		n.front, n.masq = copySet(front), copySet(masq)
-		return nil
+		n.settle(g0, ok0, true)
+		return true, nil
 	}
 	changed := false
 	diff := func(set *nftables.Set, old, cur map[vsKey]bool, v4 bool) error {
@@ -200,18 +247,20 @@ func (n *nftSNAT) Set(front, masq map[vsKey]bool, full bool) error {
 		v4       bool
 	}{{o.front4, n.front, front, true}, {o.front6, n.front, front, false}, {o.masq4, n.masq, masq, true}, {o.masq6, n.masq, masq, false}} {
 		if err := diff(d.set, d.old, d.cur, d.v4); err != nil {
-			return fmt.Errorf("ipvs: nftables set %s: %w", d.set.Name, err)
+			return false, fmt.Errorf("ipvs: nftables set %s: %w", d.set.Name, err)
 		}
 	}
 	if !changed {
-		return nil
+		return false, nil
 	}
 	if err := c.Flush(); err != nil {
 		n.front = nil // rebuild next time
-		return fmt.Errorf("ipvs: update nftables table inet %s: %w", TableName, err)
+		n.isClean = false
+		return false, fmt.Errorf("ipvs: update nftables table inet %s: %w", TableName, err)
 	}
 	n.front, n.masq = copySet(front), copySet(masq)
-	return nil
+	n.settle(g0, ok0, false)
+	return false, nil
 }
 
 func (n *nftSNAT) Delete() error {
@@ -224,9 +273,23 @@ func (n *nftSNAT) Delete() error {
 	c.AddTable(o.t)
 	c.DelTable(o.t)
 	n.front, n.masq = nil, nil
+	n.isClean = false
+	if n.genConn != nil {
+		n.genConn.Close()
+		n.genConn = nil
+	}
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("ipvs: delete nftables table inet %s: %w", TableName, err)
 	}
+	return nil
+}
+
+func (n *nftSNAT) Close() error {
+	if n.genConn != nil {
+		n.genConn.Close()
+		n.genConn = nil
+	}
+	n.isClean = false
 	return nil
 }
 

@@ -35,7 +35,47 @@ type engine struct {
 	drains   map[vsKey]map[netip.AddrPort]time.Time // draining destinations and since when
 	snatOK   bool                                   // the nftables table was built in this process
 	stats    SyncStats
+
+	// The resync's rotating window (see readMode): spread is how many
+	// resyncs it takes to read every service's destinations, cursor where
+	// the next window starts in the sorted service keys, fullEvery how many
+	// resyncs pass between unconditional read-everything-and-rebuild passes,
+	// resyncs counts them.
+	spread, cursor, fullEvery, resyncs int
 }
+
+// readMode says how much of the kernel a converge reads back.
+//
+// IPVS has no generation number and no change notifications (its generic
+// netlink family has no multicast group), so a resync cannot learn cheaply
+// that nothing changed, as the nft dataplane does. What is cheap is one dump
+// of the service table — a service deleted or changed by hand shows there —
+// and what is dear is one dump per service for its destinations (10,000
+// round trips at 10,000 services). So a resync reads the destinations of a
+// rotating window of 1/spread of the services, plus every service whose
+// wanted state changed or that has destinations draining: a hand edit of a
+// real server is repaired within spread resyncs, and a resync costs the
+// service dump plus n/spread destination dumps instead of n. The nftables
+// table is rebuilt only when the ruleset generation says someone else
+// committed (snatRules.Set's verify).
+type readMode int
+
+const (
+	readChanged readMode = iota // Apply: what changed since the last converge, and drains
+	readWindow                  // Resync: also the next window of services, and verify the nft table
+	readAll                     // every service, and rebuild the nft table (the safety net)
+)
+
+// Default resync spread and safety-net period.
+const (
+	// DefaultResyncSpread: every service's destinations are read back at
+	// least once every 8 resyncs (4 min at the daemon's 30 s interval).
+	DefaultResyncSpread = 8
+	// DefaultFullEvery: every 120th resync reads everything and rebuilds
+	// the nftables table regardless (one an hour at 30 s), as the nft
+	// dataplane does: a net under the reasoning above, not under drift.
+	DefaultFullEvery = 120
+)
 
 // SyncStats counts the kernel changes of the last Apply or Resync.
 type SyncStats struct {
@@ -43,18 +83,48 @@ type SyncStats struct {
 	DestsAdded, DestsUpdated, DestsDeleted          int
 	DestsDraining                                   int // destinations left at weight 0, waiting for their connections
 	AddrsAdded, AddrsDeleted                        int
+	// What the converge read: destination dumps (one per service read),
+	// whether it was a read-everything pass, and whether the nftables table
+	// was rebuilt whole.
+	DestReads  int
+	Full       bool
+	NFTRebuilt bool
 }
 
 func newEngine(h handle, dev device, snat snatRules, now func() time.Time, drain time.Duration, logf func(string, ...any)) *engine {
 	return &engine{h: h, dev: dev, snat: snat, now: now, drain: drain, logf: logf,
-		applied: map[vsKey]*wantService{}, nodeKeys: map[vsKey]bool{}, drains: map[vsKey]map[netip.AddrPort]time.Time{}}
+		applied: map[vsKey]*wantService{}, nodeKeys: map[vsKey]bool{}, drains: map[vsKey]map[netip.AddrPort]time.Time{},
+		spread: DefaultResyncSpread, fullEvery: DefaultFullEvery}
 }
 
-// apply converges to d. full reads every owned service's destinations back
-// (Resync); otherwise only services whose wanted state changed since the last
-// converge, or that have destinations draining, are read.
-func (e *engine) apply(ctx context.Context, d *desired, full bool) error {
-	e.stats = SyncStats{}
+// resync converges to the last applied state: a window pass, or every
+// fullEvery-th time a read-everything pass.
+func (e *engine) resync(ctx context.Context) error {
+	e.resyncs++
+	mode := readWindow
+	if e.fullEvery > 0 && e.resyncs%e.fullEvery == 0 {
+		mode = readAll
+	}
+	return e.apply(ctx, e.last, mode)
+}
+
+// window returns which of n sorted services this resync reads (an index
+// test) and advances the cursor: ceil(n/spread) services from the cursor on,
+// wrapping around.
+func (e *engine) window(n int) func(i int) bool {
+	spread := max(e.spread, 1)
+	if n == 0 {
+		return func(int) bool { return false }
+	}
+	size := (n + spread - 1) / spread
+	start := e.cursor % n
+	e.cursor = (start + size) % n
+	return func(i int) bool { return (i-start+n)%n < size }
+}
+
+// apply converges to d, reading back what mode says (see readMode).
+func (e *engine) apply(ctx context.Context, d *desired, mode readMode) error {
+	e.stats = SyncStats{Full: mode == readAll}
 	if err := e.dev.Ensure(); err != nil {
 		return err
 	}
@@ -100,7 +170,12 @@ func (e *engine) apply(ctx context.Context, d *desired, full bool) error {
 		delete(e.drains, s.Key)
 		delete(e.nodeKeys, s.Key)
 	}
-	for _, k := range sortedKeys(d.Services) {
+	keys := sortedKeys(d.Services)
+	inWindow := func(int) bool { return false }
+	if mode == readWindow {
+		inWindow = e.window(len(keys))
+	}
+	for i, k := range keys {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -109,7 +184,7 @@ func (e *engine) apply(ctx context.Context, d *desired, full bool) error {
 			e.nodeKeys[k] = true
 		}
 		hs, exists := have[k]
-		readDests := full || !sameWant(e.applied[k], w) || len(e.drains[k]) > 0
+		readDests := mode == readAll || inWindow(i) || !sameWant(e.applied[k], w) || len(e.drains[k]) > 0
 		switch {
 		case !exists:
 			if err := e.h.AddService(w.VS); err != nil {
@@ -173,11 +248,19 @@ func (e *engine) apply(ctx context.Context, d *desired, full bool) error {
 			e.stats.AddrsDeleted++
 		}
 	}
-	if err := e.snat.Set(d.Front, d.Masq, full || !e.snatOK); err != nil {
+	how := snatDiff
+	switch {
+	case mode == readAll || !e.snatOK:
+		how = snatRebuild
+	case mode == readWindow:
+		how = snatVerify
+	}
+	if rebuilt, err := e.snat.Set(d.Front, d.Masq, how); err != nil {
 		errs = append(errs, err)
 		e.snatOK = false
 	} else {
 		e.snatOK = true
+		e.stats.NFTRebuilt = rebuilt
 	}
 	e.last = d
 	for _, m := range e.drains {
@@ -191,6 +274,7 @@ func (e *engine) apply(ctx context.Context, d *desired, full bool) error {
 // left or the drain timeout passed. UDP has no connection end to wait for,
 // so its destinations go at once.
 func (e *engine) convergeDests(k vsKey, w *wantService) error {
+	e.stats.DestReads++
 	kd, err := e.h.Dests(k)
 	if err != nil {
 		return err

@@ -42,14 +42,14 @@ func (r *rig) apply(t *testing.T, cfg proxy.Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.eng.apply(context.Background(), d, false); err != nil {
+	if err := r.eng.apply(context.Background(), d, readChanged); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func (r *rig) resync(t *testing.T) {
 	t.Helper()
-	if err := r.eng.apply(context.Background(), r.eng.last, true); err != nil {
+	if err := r.eng.resync(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -265,6 +265,7 @@ func TestResyncRepairsDrift(t *testing.T) {
 	s.Sched = "rr"
 	r.h.svcs[k] = s
 	delete(r.dev.addrs, vip1)
+	r.snat.foreign = true // and commits to nftables (the ruleset generation moves)
 	r.h.resetCalls()
 	r.resync(t)
 	d := r.h.dests[k]

@@ -52,11 +52,13 @@ func (d *Dataplane) genID() (uint32, error) {
 	if d.genConn == nil {
 		return 0, fmt.Errorf("nft: generation: no netlink connection")
 	}
-	return getGen(d.genConn)
+	return Generation(d.genConn)
 }
 
-// getGen asks the kernel for the ruleset generation (NFT_MSG_GETGEN).
-func getGen(c *netlink.Conn) (uint32, error) {
+// Generation asks the kernel for the ruleset generation (NFT_MSG_GETGEN) over
+// c, a NETLINK_NETFILTER connection in the namespace of interest. The IPVS
+// dataplane gates the rebuild of its own nftables table on it.
+func Generation(c *netlink.Conn) (uint32, error) {
 	// nfgenmsg: family AF_UNSPEC, version NFNETLINK_V0, res_id 0.
 	req := netlink.Message{
 		Header: netlink.Header{Type: getGenType, Flags: netlink.Request},

@@ -110,7 +110,7 @@ func genID(t testing.TB, ns *netns.NS) uint32 {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	g, err := getGen(c)
+	g, err := Generation(c)
 	if err != nil {
 		t.Fatal(err)
 	}

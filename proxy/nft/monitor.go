@@ -65,7 +65,7 @@ func newMonitor(netns int, table string, portid func() uint32) (*monitor, error)
 	// still handled.
 	_ = c.SetReadBuffer(4 << 20)
 	m := &monitor{conn: c, table: table, portid: portid, done: make(chan struct{}),
-		gen: func() (uint32, error) { return getGen(gc) }}
+		gen: func() (uint32, error) { return Generation(gc) }}
 	go func() {
 		m.run()
 		gc.Close()
