@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
 	"slices"
 	"sort"
@@ -17,6 +16,8 @@ import (
 	gobgplog "github.com/osrg/gobgp/v3/pkg/log"
 	"github.com/osrg/gobgp/v3/pkg/packet/bgp"
 	"github.com/osrg/gobgp/v3/pkg/server"
+
+	"github.com/edgelb/edgelb/lab/ports"
 )
 
 // testRouter is a second GoBGP server (in the same process, so tests that
@@ -40,15 +41,8 @@ func (quietLog) Debug(string, gobgplog.Fields)     {}
 func (quietLog) SetLevel(gobgplog.LogLevel)        {}
 func (quietLog) GetLevel() gobgplog.LogLevel       { return gobgplog.ErrorLevel }
 
-func freePort(t testing.TB) uint16 {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return uint16(l.Addr().(*net.TCPAddr).Port)
-}
+// freePort: below the ephemeral range (lab/ports says why).
+func freePort(t testing.TB) uint16 { return uint16(ports.MustFree(t)) }
 
 // routerPeer is a neighbour of the test router.
 type routerPeer struct {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/netip"
 	"os"
 	"slices"
@@ -15,33 +14,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgelb/edgelb/announce"
 	"github.com/hashicorp/memberlist"
+
+	"github.com/edgelb/edgelb/announce"
+	"github.com/edgelb/edgelb/lab/ports"
 )
 
 // These tests run real memberlist clusters on 127.0.0.1 (no root, no
 // namespaces) with fake responders that log every claim and release with
 // its time, so ownership and "never two at once" are checked exactly.
 
-// freePort returns a port free for both UDP and TCP on 127.0.0.1.
-func freePort(t *testing.T) uint16 {
-	t.Helper()
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
-		l.Close()
-		if err == nil {
-			u.Close()
-			return uint16(port)
-		}
-	}
-	t.Fatal("no free port")
-	return 0
-}
+// freePort returns a port free for both UDP and TCP on 127.0.0.1, below the
+// ephemeral range (lab/ports).
+func freePort(t *testing.T) uint16 { return uint16(ports.MustFree(t)) }
 
 type cluster struct {
 	t     *testing.T

@@ -18,12 +18,12 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -43,6 +43,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 
+	"github.com/edgelb/edgelb/lab/ports"
 	"github.com/edgelb/edgelb/lb/k8s/crds"
 )
 
@@ -483,7 +484,9 @@ func waitFor(limit time.Duration, p *proc, ok func() bool, what string) error {
 	for time.Now().Before(deadline) {
 		select {
 		case <-p.done:
-			return fmt.Errorf("%s: process exited (%v); see %s", what, p.err, p.log.Name())
+			// The log lives in the test's temp dir, gone after the run:
+			// quote its end, where the process said why.
+			return fmt.Errorf("%s: process exited (%v); the end of %s:\n%s", what, p.err, p.log.Name(), logTail(p.log.Name(), 20))
 		default:
 		}
 		if ok() {
@@ -491,14 +494,21 @@ func waitFor(limit time.Duration, p *proc, ok func() bool, what string) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return fmt.Errorf("%s: not ready after %s; see %s", what, limit, p.log.Name())
+	return fmt.Errorf("%s: not ready after %s; the end of %s:\n%s", what, limit, p.log.Name(), logTail(p.log.Name(), 20))
 }
 
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// logTail returns the last n lines of the file at path.
+func logTail(path string, n int) string {
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return 0, fmt.Errorf("free port: %w", err)
+		return "(unreadable: " + err.Error() + ")"
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
+
+// freePort: below the ephemeral range (lab/ports says why).
+func freePort() (int, error) { return ports.Free() }

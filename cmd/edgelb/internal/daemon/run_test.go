@@ -6,17 +6,18 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/edgelb/edgelb/announce"
 	annfake "github.com/edgelb/edgelb/announce/fake"
+	"github.com/edgelb/edgelb/lab/ports"
 	"github.com/edgelb/edgelb/proxy"
 	"github.com/edgelb/edgelb/proxy/fake"
 )
@@ -136,17 +137,12 @@ state:
 	return api, stop
 }
 
-// freeLoopbackPort is a loopback address:port free a moment ago (the
-// config refuses port 0; nothing else on this machine binds it meanwhile
-// unless by the same coincidence the kernel hands out the port again).
+// freeLoopbackPort is a loopback address:port free a moment ago, below the
+// ephemeral range (the config refuses port 0; lab/ports says why not the
+// kernel's pick).
 func freeLoopbackPort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	return "127.0.0.1:" + strconv.Itoa(ports.MustFree(t))
 }
 
 // TestRunRefusedServiceShowsFailed (issue 14): a service the dataplane
