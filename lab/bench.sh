@@ -202,7 +202,8 @@ w=$(sedp faults 's/.*MEASURED daemon memory with [0-9]* services after \([0-9]*\
 a=$(sedp faults 's/.*MEASURED daemon memory with 10 services: VmRSS \([0-9.]*\) MiB.*RssFile \([0-9.]*\) MiB (the mapped executable).*/the same daemon with 10 services: \1 MiB, of which \2 MiB is the mapped executable (client-go, GoBGP are linked in)/p')
 row faults "Daemon RSS with 10,000 services × 3 backends from a config file (\`edgelb run --config\`), read 2 s after the kernel converged and again after the connects (TestNetnsFirstPacketLatency)" "${v:+$v$w}" "< 100 MiB" "${a:-—}" TestNetnsFirstPacketLatency "$(num faults 's/.*MEASURED daemon memory with 10000 services: VmRSS \([0-9.]*\) MiB.*/\1/p') < 100"
 # idle N — the idle-cost figures of TestNetnsIdleCost at N services.
-idle() { sedp "idle$1" "s/.*MEASURED idle services=[0-9]* .* $2=\([0-9.]*\) .*/\1/p"; }
+# (the key may directly follow services=N: "services=10000 repair_s=4.9 ...")
+idle() { sedp "idle$1" "s/.*MEASURED idle services=[0-9]*.* $2=\([0-9.]*\) .*/\1/p"; }
 for n in 10k 50k; do
   [ $n = 10k ] && N=10,000 || N=50,000
   v=""; c=$(idle $n cpu_pct_of_core)
@@ -288,6 +289,7 @@ row ipvs "IPVS vs nftables in the guest: one-service update at 1,000" "${a:+IPVS
   echo "# Performance"
   echo
   echo "Written by \`make bench\` (lab/bench.sh) on $RUN_DATE, commit $COMMIT."
+  [ -n "${EDGELB_BENCH_REUSE:-}" ] && echo "Rendered again from that run's logs (no step re-run) by lab/bench.sh of commit $(git rev-parse --short HEAD)."
   echo "Machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), kernel $(uname -r), shared with other engineers'"
   echo "builds: load average $LOAD_START at the start, $LOAD_END at the end (1/5/15 min); the run took $((ELAPSED / 60)) min."
   echo "Wall-clock figures on this machine include waiting for a core; rows give CPU time where the test measures it."

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -89,6 +90,35 @@ func TestNetnsIdleCost(t *testing.T) {
 	t.Logf("MEASURED idle services=%d repair_s=%.3f repaired_by_resync=%.0f load=%q", n, repaired.Seconds(), nth, netns.Loadavg())
 	t.Logf("idle: config %d bytes; RSS read %s after ready (after ≥2 resyncs) and again after the %s window (%.0f more resyncs)",
 		len(cfg), settled.Round(time.Second), el.Round(time.Second), resyncs)
+	if hold := os.Getenv("EDGELB_IDLE_HOLD"); hold != "" {
+		e.holdForHandRun(hold)
+	}
+}
+
+// holdForHandRun (EDGELB_IDLE_HOLD=FILE) stops the test's daemon, removes
+// what it programmed (`edgelb cleanup`) and keeps the lab — namespaces,
+// config file, state dir emptied — for `edgelb run` started by hand on the
+// same config (issue 15: the memory row must match such a run). FILE gets
+// the command to type; the test ends when FILE is deleted (or after 30 min).
+func (e *env) holdForHandRun(file string) {
+	e.t.Helper()
+	if err := e.d.Stop(30 * time.Second); err != nil {
+		e.t.Logf("hold: the test's daemon stopped with %v", err)
+	}
+	if out, err := e.lab.Gateway.Command(context.Background(), e.exe, "cleanup", "--config", e.cfgPath).CombinedOutput(); err != nil {
+		e.t.Fatalf("hold: edgelb cleanup: %v: %s", err, out)
+	}
+	if err := os.RemoveAll(e.dir + "/state"); err != nil {
+		e.t.Fatal(err)
+	}
+	how := fmt.Sprintf("ip netns exec %s %s run --config %s\n", e.lab.Gateway.Name, e.exe, e.cfgPath)
+	if err := os.WriteFile(file, []byte(how), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Logf("hold: lab kept for a hand run, delete %s to end: %s", file, how)
+	if _, ok := waitFor(30*time.Minute, time.Second, func() bool { _, err := os.Stat(file); return err != nil }); !ok {
+		e.t.Logf("hold: 30 min passed; ending")
+	}
 }
 
 // tenBackendServices are n bulk services (VIPs 203.0.113.1-250 sharing by
