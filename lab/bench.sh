@@ -204,17 +204,19 @@ row faults "Daemon RSS with 10,000 services × 3 backends from a config file (\`
 # idle N — the idle-cost figures of TestNetnsIdleCost at N services.
 # (the key may directly follow services=N: "services=10000 repair_s=4.9 ...")
 idle() { sedp "idle$1" "s/.*MEASURED idle services=[0-9]*.* $2=\([0-9.]*\) .*/\1/p"; }
+# goal G — the goals are set at 10,000 services; 50,000 is reported ("—").
+goal() { if [ "$n" = 10k ]; then echo "$1"; else echo "—"; fi; }
 for n in 10k 50k; do
   [ $n = 10k ] && N=10,000 || N=50,000
   v=""; c=$(idle $n cpu_pct_of_core)
   [ -n "$c" ] && v="**$c% of a core** over $(sedp idle$n 's/.*window=\([0-9a-z]*\) .*/\1/p') with $(idle $n resyncs) resyncs (interval 5 s; a resync $(idle $n resync_mean_ms) ms, $(idle $n resync_cpu_ms) ms CPU)"
-  row idle$n "Idle daemon, $N services × 10 backends from a config file: CPU including resyncs (TestNetnsIdleCost)" "$v" "< 1% of a core (at 10,000)" "kube-proxy: a full resync every 30 s [5]" TestNetnsIdleCost "$([ $n = 10k ] && echo "$c < 1")"
+  row idle$n "Idle daemon, $N services × 10 backends from a config file: CPU including resyncs (TestNetnsIdleCost)" "$v" "$(goal "< 1% of a core")" "kube-proxy: a full resync every 30 s [5]" TestNetnsIdleCost "$([ $n = 10k ] && echo "$c < 1")"
   r0=$(idle $n rss_ready_mib); r1=$(idle $n rss_after_mib)
   when=$(sedp idle$n 's/.*idle: config \([0-9]*\) bytes; RSS read \([0-9a-z.]*\) after ready (after ≥2 resyncs) and again after the \([0-9a-z.]*\) window (\([0-9]*\) more resyncs).*/read \2 after ready (after ≥ 2 resyncs) and again after the \3 window (\4 more resyncs); config file \1 bytes/p')
-  row idle$n "Daemon memory (VmRSS): $N services × 10 backends loaded from a config file by \`edgelb run --config FILE\` (the binary as started by hand, a child process of the test; no REST, no Kubernetes), resync interval 5 s (TestNetnsIdleCost)" "${r0:+**$r1 MiB** after the window, $r0 MiB at ready; $when}" "< 100 MiB (at 10,000)" "the issue's hand run: 183 MB right after ready, 196 MB 50 s later (10,000 × 10, config file)" TestNetnsIdleCost "$([ $n = 10k ] && echo "$r1 < 100")"
+  row idle$n "Daemon memory (VmRSS): $N services × 10 backends loaded from a config file by \`edgelb run --config FILE\` (the binary as started by hand, a child process of the test; no REST, no Kubernetes), resync interval 5 s (TestNetnsIdleCost)" "${r0:+**$r1 MiB** after the window, $r0 MiB at ready; $when}" "$(goal "< 100 MiB")" "the issue's hand run: 183 MB right after ready, 196 MB 50 s later (10,000 × 10, config file)" TestNetnsIdleCost "$([ $n = 10k ] && echo "$r1 < 100")"
   st=$(idle $n start_to_ready_s)
   ph=$(sedp idle$n 's/.*startup_config_s=\([0-9.]*\) startup_checks_s=\([0-9.]*\) startup_writer_s=\([0-9.]*\) startup_apply_s=\([0-9.]*\).*/config \1 s, host checks \2 s, writer \3 s, dataplane + first apply \4 s/p')
-  row idle$n "… start to ready, $N services from a config file" "${st:+**$st s** ($ph)}" "< 1 s (at 10,000)" "—" TestNetnsIdleCost "$([ $n = 10k ] && echo "$st < 1")"
+  row idle$n "… start to ready, $N services from a config file" "${st:+**$st s** ($ph)}" "$(goal "< 1 s")" "—" TestNetnsIdleCost "$([ $n = 10k ] && echo "$st < 1")"
   rp=$(idle $n repair_s)
   row idle$n "… a frontend deleted by hand, $N services: repaired by the next resync" "${rp:+**resync $(idle $n repaired_by_resync) after it**, $rp s after the edit (interval 5 s)}" "the first resync after it" "—" TestNetnsIdleCost
 done
