@@ -285,6 +285,8 @@ a=$(gi ipvs/cold-1000x10 ms/op); b=$(gi nftables/cold-1000x10 ms/op)
 row ipvs "IPVS vs nftables in the QEMU guest: cold sync 1,000 × 10 (BenchmarkIPVSGuestSync)" "${a:+IPVS **$a ms**, nftables **$b ms**}" "—" "each other, same guest (docs/performance-ipvs.md)"
 a=$(gi ipvs/update1-at-1000 ms/op); b=$(gi nftables/update1-at-1000 ms/op)
 row ipvs "IPVS vs nftables in the guest: one-service update at 1,000" "${a:+IPVS **$a ms**, nftables **$b ms**}" "—" "each other, same guest"
+a=$(metric ipvs "BenchmarkIPVSGuestSync/ipvs/noop-at-1000" resync-ms/op); b=$(metric ipvs "BenchmarkIPVSGuestSync/nftables/noop-at-1000" resync-ms/op)
+row ipvs "IPVS vs nftables in the guest: a resync of 1,000 × 10, nothing changed" "${a:+IPVS **$a ms**, nftables **$b ms**}" "—" "each other, same guest; from c821043 on an IPVS resync reads 1/8 of the services' destinations (proxy/ipvs/README.md), before it read all (1,152 ms on d4adc5b)"
 
 # --- the file -------------------------------------------------------------------
 {
