@@ -53,6 +53,10 @@ func TestNetnsIdleCost(t *testing.T) {
 	r1, cpuMetric1 := e.metric(okResyncs), e.metric(`edgelb_dataplane_cpu_seconds_total{kind="resync"}`)
 	dur1, cnt1 := e.metric(`edgelb_dataplane_sync_duration_seconds_sum{kind="resync"}`), e.metric(`edgelb_dataplane_sync_duration_seconds_count{kind="resync"}`)
 	rss1 := rssMiB(t, pid)
+	if st, err := procStatus(pid, "RssAnon", "RssFile", "VmHWM"); err == nil {
+		t.Logf("idle: after the window RssAnon %.1f MiB, RssFile %.1f MiB (the mapped binary), peak VmHWM %.1f MiB",
+			float64(st["RssAnon"])/1024, float64(st["RssFile"])/1024, float64(st["VmHWM"])/1024)
+	}
 	resyncs := r1 - r0
 	share := 100 * (cpu1 - cpu0).Seconds() / el.Seconds()
 	meanMs := 1000 * (dur1 - dur0) / max(cnt1-cnt0, 1)
