@@ -169,11 +169,19 @@ func (l *mhLab) apply(t *testing.T, backends int) {
 
 // flows connects from the client's fixed source address on each of the
 // given source ports to the VIP and returns the backend each reached. The
-// client closes with a reset (SO_LINGER 0): no TIME_WAIT anywhere, and the
-// gateway's conntrack entry, closed by the reset, is replaced by the next
-// SYN of the same tuple — each round is a fresh choice by the ruleset.
+// client closes with a reset (SO_LINGER 0): no TIME_WAIT anywhere. Each
+// round must be a fresh choice by the ruleset, so the gateways' conntrack
+// tables are flushed first: a SYN that finds the tuple's old entry reopens
+// it only when conntrack took the reset as closing it, and once in a full
+// make test an entry survived — the second round through gw1 then followed
+// round one's DNAT (the old backend) instead of the new table.
 func (l *mhLab) flows(t *testing.T, v6 bool, ports []uint16) map[uint16]netip.Addr {
 	t.Helper()
+	for _, gw := range l.gws {
+		if out, err := gw.Exec(t.Context(), "conntrack", "-F"); err != nil {
+			t.Fatalf("conntrack -F in %s: %v: %s", gw.Name, err, out)
+		}
+	}
 	src, vip := mhClient4, mhVIP4
 	if v6 {
 		src, vip = mhClient6, mhVIP6
