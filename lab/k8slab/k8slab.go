@@ -128,7 +128,7 @@ func New(dir string) (*Lab, error) {
 		_ = l.Stop()
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := ports.Free()
 	if err != nil {
 		_ = l.Stop()
 		return nil, err
@@ -194,11 +194,11 @@ func (l *Lab) UserConfig(user string) *rest.Config {
 
 func (l *Lab) startEtcd() error {
 	bin, _ := Binary("etcd")
-	cport, err := freePort()
+	cport, err := ports.Free()
 	if err != nil {
 		return err
 	}
-	pport, err := freePort()
+	pport, err := ports.Free()
 	if err != nil {
 		return err
 	}
@@ -509,6 +509,3 @@ func logTail(path string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
-
-// freePort: below the ephemeral range (lab/ports says why).
-func freePort() (int, error) { return ports.Free() }

@@ -8,10 +8,11 @@
 // ports of outgoing connections, and a busy test run opens thousands (etcd
 // ↔ kube-apiserver, clients). A port closed by the picker is free for the
 // next connect() to take as its source port before the daemon binds it; the
-// daemon then exits with "address already in use" (seen once: k8slab's etcd
-// failed to start in a full `make test`). So Free picks below the ephemeral
-// range, where only explicit binds land, at random, and checks that TCP and
-// UDP both bind there now.
+// daemon then exits with "address already in use". (k8slab's etcd once exited
+// at start in a full `make test`; its log was lost, so this is the likely
+// cause, not a proven one.) So Free picks below the ephemeral range, where
+// only explicit binds land, at random, and checks that TCP and UDP both bind
+// there now.
 package ports
 
 import (

@@ -4,9 +4,11 @@ package ipvs
 
 import (
 	"errors"
+	"net/netip"
 	"strings"
 	"testing"
 
+	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
@@ -57,5 +59,81 @@ func TestNetnsIPVSMissing(t *testing.T) {
 	// Nothing was created in the namespace on the way.
 	if _, err := ns.Netlink().LinkByName(DefaultDevice); err == nil {
 		t.Fatalf("%s was created although New failed", DefaultDevice)
+	}
+}
+
+// TestNetnsSNATGenerationGate: the IPVS dataplane's own nftables table
+// (nftSNAT, which needs no IPVS: this kernel runs it) is rebuilt by a
+// resync's verify only when someone else committed since edgelb last knew it
+// right — also when that commit came before an Apply's element change, which
+// then must not count as clean — and a rebuild puts back what was deleted by
+// hand.
+func TestNetnsSNATGenerationGate(t *testing.T) {
+	ns := netns.NewT(t, "elbsnat")
+	n := &nftSNAT{netns: int(ns.Handle()), mark: DefaultMasqMark}
+	t.Cleanup(func() { n.Delete(); n.Close() })
+	k := func(port uint16) vsKey {
+		return vsKey{Addr: netip.MustParseAddr("203.0.113.1"), Port: port, Proto: proxy.TCP}
+	}
+	front := map[vsKey]bool{k(80): true, k(443): true}
+	set := func(how snatHow, want bool) {
+		t.Helper()
+		rebuilt, err := n.Set(front, front, how)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rebuilt != want {
+			t.Fatalf("Set(%d): rebuilt %v, want %v", how, rebuilt, want)
+		}
+	}
+	c, err := nftables.New(nftables.WithNetNSFd(int(ns.Handle())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := objs()
+	elements := func() int {
+		t.Helper()
+		els, err := c.GetSetElements(&nftables.Set{Table: o.t, Name: o.front4.Name, KeyType: keyType4, Concatenation: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(els)
+	}
+	foreign := func() {
+		t.Helper()
+		c.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: "someone-else"})
+		if err := c.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	set(snatDiff, true) // the first write builds the table
+	set(snatVerify, false)
+	front[k(8080)] = true
+	set(snatDiff, false) // an element change from a clean state stays clean
+	set(snatVerify, false)
+
+	// Someone deletes one of our frontends: the next verify rebuilds.
+	if err := c.SetDeleteElements(o.front4, []nftables.SetElement{{Key: setKey(k(80))}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	set(snatVerify, true)
+	if got := elements(); got != 3 {
+		t.Fatalf("frontends4 after the rebuild: %d elements, want 3", got)
+	}
+	set(snatVerify, false)
+
+	// A foreign commit, then an Apply's element change: not clean, so the
+	// next verify rebuilds; after that, quiet again.
+	foreign()
+	front[k(8443)] = true
+	set(snatDiff, false)
+	set(snatVerify, true)
+	set(snatVerify, false)
+	if got := elements(); got != 4 {
+		t.Fatalf("frontends4: %d elements, want 4", got)
 	}
 }

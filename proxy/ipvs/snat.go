@@ -42,16 +42,14 @@ type nftSNAT struct {
 	mark  uint32
 	// what the sets hold, as last programmed
 	front, masq map[vsKey]bool
-	// The generation gate (as proxy/nft's, see its gen.go): clean is the
-	// ruleset generation at which the table was known to hold front and
-	// masq exactly — set only when a write of ours moved the generation by
-	// exactly one from a generation already known clean (or rebuilt it).
+	// The generation gate of proxy/nft (its gen.go): the ruleset
+	// generation at which the table last held front and masq exactly.
+	gate    nft.GenGate
 	genConn *netlink.Conn
-	clean   uint32
-	isClean bool
 }
 
-// gen reads the namespace's ruleset generation; ok is false if it cannot.
+// gen reads the namespace's ruleset generation; ok is false if it cannot
+// (the gate then stays shut: every resync rebuilds).
 func (n *nftSNAT) gen() (uint32, bool) {
 	if n.genConn == nil {
 		c, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: n.netns})
@@ -69,18 +67,24 @@ func (n *nftSNAT) gen() (uint32, bool) {
 	return g, true
 }
 
-// settle records the table as clean at the generation after our one commit,
-// if g0 (read before it) was a generation at which the table was right or
-// the commit rebuilt the table, and nobody else committed in between.
-func (n *nftSNAT) settle(g0 uint32, ok0, rebuilt bool) {
-	trusted := ok0 && (rebuilt || (n.isClean && g0 == n.clean))
-	n.isClean = false
-	if !trusted {
-		return
+// flush commits c's one transaction and records it on the gate: the table
+// holds what was sent afterwards if it did before (trusted) or the
+// transaction rebuilt it, and nobody else committed in between. The
+// generation is read right before and after, so a foreign commit at any
+// point since the gate was last settled shows.
+func (n *nftSNAT) flush(c *nftables.Conn, trusted bool) error {
+	g0, ok := n.gen()
+	if err := c.Flush(); err != nil {
+		n.gate.Forget()
+		return err
 	}
-	if g1, ok := n.gen(); ok && g1 == g0+1 {
-		n.clean, n.isClean = g1, true
+	g1, ok1 := n.gen()
+	if !ok || !ok1 {
+		n.gate.Forget()
+		return nil
 	}
+	n.gate.Settle(trusted || n.gate.CleanAt(g0), g0, g1, 1)
+	return nil
 }
 
 func (n *nftSNAT) conn() (*nftables.Conn, error) {
@@ -191,9 +195,10 @@ func (n *nftSNAT) rules(c *nftables.Conn, o tableObjs) {
 }
 
 func (n *nftSNAT) Set(front, masq map[vsKey]bool, how snatHow) (bool, error) {
-	g0, ok0 := n.gen()
-	if how == snatVerify && !(ok0 && n.isClean && g0 == n.clean) {
-		how = snatRebuild // someone committed since: the table may differ
+	if how == snatVerify {
+		if g, ok := n.gen(); !ok || !n.gate.CleanAt(g) {
+			how = snatRebuild // someone committed since: the table may differ
+		}
 	}
 	c, err := n.conn()
 	if err != nil {
@@ -215,12 +220,10 @@ func (n *nftSNAT) Set(front, masq map[vsKey]bool, how snatHow) (bool, error) {
 			}
 		}
 		n.rules(c, o)
-		if err := c.Flush(); err != nil {
-			n.isClean = false
+		if err := n.flush(c, true); err != nil {
 			return false, fmt.Errorf("ipvs: program nftables table inet %s: %w", TableName, err)
 		}
 		n.front, n.masq = copySet(front), copySet(masq)
-		n.settle(g0, ok0, true)
 		return true, nil
 	}
 	changed := false
@@ -253,13 +256,11 @@ func (n *nftSNAT) Set(front, masq map[vsKey]bool, how snatHow) (bool, error) {
 	if !changed {
 		return false, nil
 	}
-	if err := c.Flush(); err != nil {
+	if err := n.flush(c, false); err != nil {
 		n.front = nil // rebuild next time
-		n.isClean = false
 		return false, fmt.Errorf("ipvs: update nftables table inet %s: %w", TableName, err)
 	}
 	n.front, n.masq = copySet(front), copySet(masq)
-	n.settle(g0, ok0, false)
 	return false, nil
 }
 
@@ -273,11 +274,7 @@ func (n *nftSNAT) Delete() error {
 	c.AddTable(o.t)
 	c.DelTable(o.t)
 	n.front, n.masq = nil, nil
-	n.isClean = false
-	if n.genConn != nil {
-		n.genConn.Close()
-		n.genConn = nil
-	}
+	n.gate.Forget()
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("ipvs: delete nftables table inet %s: %w", TableName, err)
 	}
@@ -289,7 +286,7 @@ func (n *nftSNAT) Close() error {
 		n.genConn.Close()
 		n.genConn = nil
 	}
-	n.isClean = false
+	n.gate.Forget()
 	return nil
 }
 

@@ -151,7 +151,7 @@ func benchResync(b *testing.B, full bool) {
 	start, c0 := time.Now(), cpuTime()
 	for i := 0; i < b.N; i++ {
 		if full {
-			d.clean.valid = false
+			d.clean.Forget()
 		}
 		if err := d.Resync(ctx); err != nil {
 			b.Fatal(err)

@@ -94,7 +94,7 @@ func (d *Dataplane) reset() {
 	d.chains = map[famChain]int{}
 	d.hints, d.hintBE, d.order = nil, nil, nil
 	d.synced, d.dirty = false, false
-	d.clean.valid = false
+	d.clean.Forget()
 	if d.nextID == 0 {
 		d.nextID = 1
 	}

@@ -46,7 +46,7 @@ func TestNetnsSyncEvents(t *testing.T) {
 			}
 			// The rule reads back as written: a full read-back repairs nothing.
 			before := d.Stats()
-			d.clean.valid = false
+			d.clean.Forget()
 			if err := d.Resync(ctx); err != nil {
 				t.Fatal(err)
 			}

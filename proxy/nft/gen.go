@@ -30,10 +30,41 @@ import (
 // resync reads back in full regardless: a safety net that does not depend on
 // this reasoning being right.
 
-// genGate is the generation at which the kernel last equalled the model.
-type genGate struct {
+// GenGate is the generation at which a writer's nftables objects last
+// equalled its model, established only by the counting above. The nft
+// dataplane keeps one for its tables; the IPVS dataplane one for its own
+// table (proxy/ipvs, snat.go).
+type GenGate struct {
 	valid bool
 	gen   uint32
+}
+
+// Clean returns the generation at which the objects equal the model, and
+// whether that is known at all.
+func (g GenGate) Clean() (uint32, bool) { return g.gen, g.valid }
+
+// CleanAt reports whether the objects are known to equal the model at
+// generation gen.
+func (g GenGate) CleanAt(gen uint32) bool { return g.valid && g.gen == gen }
+
+// Forget: no longer known (a write failed, the model was reset).
+func (g *GenGate) Forget() { g.valid = false }
+
+// Advance moves a known clean generation to gen: the commits in between were
+// seen to leave the objects alone.
+func (g *GenGate) Advance(gen uint32) {
+	if g.valid {
+		g.gen = gen
+	}
+}
+
+// Settle records a write that started at generation before (read just
+// before it), committed commits transactions, and left the generation at
+// after: the objects equal the model at after if and only if they did before
+// the write — trusted: CleanAt(before), or the write read or rebuilt them
+// whole — and nobody else committed meanwhile (after == before + commits).
+func (g *GenGate) Settle(trusted bool, before, after, commits uint32) {
+	*g = GenGate{valid: trusted && after == before+commits, gen: after}
 }
 
 // DefaultFullEvery is how many resyncs pass between unconditional full
@@ -106,10 +137,11 @@ func (d *Dataplane) genBefore() (gen uint32, commits uint64, ok bool) {
 }
 
 // settle records the kernel as equal to the model at the generation it now
-// has, if and only if the generation moved by exactly our own commits since
-// genBefore: nobody else committed meanwhile.
-func (d *Dataplane) settle(g0 uint32, commits0 uint64, ok bool) {
-	d.clean.valid = false
+// has, if and only if it was before the write (trusted) and the generation
+// moved by exactly our own commits since genBefore: nobody else committed
+// meanwhile.
+func (d *Dataplane) settle(trusted bool, g0 uint32, commits0 uint64, ok bool) {
+	d.clean.Forget()
 	if !ok {
 		return
 	}
@@ -117,9 +149,7 @@ func (d *Dataplane) settle(g0 uint32, commits0 uint64, ok bool) {
 	if err != nil {
 		return
 	}
-	if g1 == g0+uint32(d.commits-commits0) {
-		d.clean = genGate{valid: true, gen: g1}
-	}
+	d.clean.Settle(trusted, g0, g1, uint32(d.commits-commits0))
 }
 
 // unchanged reports whether the kernel still equals the model without
@@ -127,18 +157,19 @@ func (d *Dataplane) settle(g0 uint32, commits0 uint64, ok bool) {
 // through transactions that the monitor saw leave edgelb's tables alone
 // (then the clean generation moves along).
 func (d *Dataplane) unchanged() bool {
-	if !d.clean.valid {
+	clean, ok := d.clean.Clean()
+	if !ok {
 		return false
 	}
 	g, err := d.genID()
 	if err != nil {
 		return false
 	}
-	if g == d.clean.gen {
+	if g == clean {
 		return true
 	}
-	if d.mon != nil && d.mon.quietWait(d.clean.gen, g) {
-		d.clean.gen = g
+	if d.mon != nil && d.mon.quietWait(clean, g) {
+		d.clean.Advance(g)
 		d.stats.GatedForeign++
 		return true
 	}
@@ -149,7 +180,8 @@ func (d *Dataplane) unchanged() bool {
 // added to or deleted from the returned sets (of edgelb's static sets), as
 // the monitor saw every transaction since the clean generation.
 func (d *Dataplane) elementsOnly() (map[setName]bool, bool) {
-	if !d.clean.valid || d.mon == nil {
+	clean, ok := d.clean.Clean()
+	if !ok || d.mon == nil {
 		return nil, false
 	}
 	g, err := d.genID()
@@ -157,7 +189,7 @@ func (d *Dataplane) elementsOnly() (map[setName]bool, bool) {
 		return nil, false
 	}
 	d.mon.await(g)
-	return d.mon.elementsOnly(d.clean.gen, g)
+	return d.mon.elementsOnly(clean, g)
 }
 
 // Present reports which of edgelb's nftables tables exist in the network

@@ -111,7 +111,7 @@ type Dataplane struct {
 	// kernel last equalled the model.
 	genConn *netlink.Conn
 	commits uint64
-	clean   genGate
+	clean   GenGate
 	mon     *monitor
 	portid  atomic.Uint32 // conn's netlink port id: its own notifications are not foreign
 }
@@ -239,7 +239,7 @@ func (d *Dataplane) apply(ctx context.Context, cfg proxy.Config) error {
 	}
 	// An incremental write keeps the kernel equal to the model only if it
 	// was equal before (at g0); a full sync makes it so from the read-back.
-	wasClean := snap != nil || (gok && d.clean.valid && d.clean.gen == g0)
+	wasClean := snap != nil || (gok && d.clean.CleanAt(g0))
 	created, deleted := d.commit(ch)
 	if snap != nil {
 		err = d.recoverLostAcks(ctx, d.fullSync(ctx, snap))
@@ -247,15 +247,12 @@ func (d *Dataplane) apply(ctx context.Context, cfg proxy.Config) error {
 		err = d.incremental(ctx, ch, created, deleted)
 	}
 	if err != nil {
-		d.dirty, d.clean.valid = true, false
+		d.dirty = true
+		d.clean.Forget()
 		return err
 	}
 	d.synced, d.dirty, d.hints, d.hintBE = true, false, nil, nil
-	if wasClean {
-		d.settle(g0, c0, gok)
-	} else {
-		d.clean.valid = false
-	}
+	d.settle(wasClean, g0, c0, gok)
 	return refused
 }
 
@@ -293,10 +290,11 @@ func (d *Dataplane) Resync(ctx context.Context) error {
 		if sets, ok := d.elementsOnly(); ok {
 			g0, c0, gok := d.genBefore()
 			if err := d.recoverLostAcks(ctx, d.partialSync(ctx, sets)); err != nil {
-				d.dirty, d.clean.valid = true, false
+				d.dirty = true
+				d.clean.Forget()
 				return err
 			}
-			d.settle(g0, c0, gok)
+			d.settle(true, g0, c0, gok)
 			return nil
 		}
 	}
@@ -306,11 +304,12 @@ func (d *Dataplane) Resync(ctx context.Context) error {
 		return err
 	}
 	if err := d.recoverLostAcks(ctx, d.fullSync(ctx, snap)); err != nil {
-		d.dirty, d.clean.valid = true, false
+		d.dirty = true
+		d.clean.Forget()
 		return err
 	}
 	d.dirty = false
-	d.settle(g0, c0, gok)
+	d.settle(true, g0, c0, gok)
 	return nil
 }
 
