@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgelb/edgelb/lab/logbuf"
 	"github.com/edgelb/edgelb/lab/netns"
 )
 
@@ -33,7 +34,7 @@ type daemon struct {
 	name string
 	cmd  *exec.Cmd
 	dir  string
-	logs *syncBuffer
+	logs *logbuf.Buffer
 	done chan struct{}
 }
 
@@ -54,7 +55,7 @@ func scratchDir(t testing.TB, prefix string) string {
 
 func startDaemon(t testing.TB, ns *netns.NS, name, dir string, argv ...string) *daemon {
 	t.Helper()
-	d := &daemon{t: t, name: name, dir: dir, logs: &syncBuffer{}, done: make(chan struct{})}
+	d := &daemon{t: t, name: name, dir: dir, logs: &logbuf.Buffer{}, done: make(chan struct{})}
 	d.cmd = ns.Command(context.Background(), argv[0], argv[1:]...)
 	d.cmd.Stdout, d.cmd.Stderr = d.logs, d.logs
 	if err := d.cmd.Start(); err != nil {

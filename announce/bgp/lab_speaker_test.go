@@ -12,7 +12,6 @@ package bgp
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -22,11 +21,11 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/edgelb/edgelb/announce"
+	"github.com/edgelb/edgelb/lab/logbuf"
 	"github.com/edgelb/edgelb/lab/netns"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -134,25 +133,8 @@ type speakerProc struct {
 	cmd  *exec.Cmd
 	in   io.WriteCloser
 	out  *bufio.Scanner
-	logs *syncBuffer
+	logs *logbuf.Buffer
 	done chan struct{}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // startSpeaker runs a speaker in ns. It is killed (by PID) when the test ends.
@@ -166,7 +148,7 @@ func startSpeaker(t testing.TB, ns *netns.NS, cc childConfig) *speakerProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &speakerProc{t: t, ns: ns, logs: &syncBuffer{}, done: make(chan struct{})}
+	p := &speakerProc{t: t, ns: ns, logs: &logbuf.Buffer{}, done: make(chan struct{})}
 	p.cmd = ns.Command(context.Background(), exe, "-test.run=^$")
 	p.cmd.Env = append(os.Environ(), childEnv+"="+string(b))
 	p.cmd.Stderr = p.logs

@@ -46,6 +46,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgelb/edgelb/lab/logbuf"
 	"github.com/edgelb/edgelb/lab/netns"
 )
 
@@ -70,40 +71,17 @@ func beLink(i, host int) netip.Prefix {
 }
 func backend(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 40, 0, byte(i + 1)}) }
 
-// syncBuf is a log written by a child process and read by the test.
-type syncBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
-}
-
 // proc is a child process started inside a namespace.
 type proc struct {
 	name string
 	cmd  *exec.Cmd
 	done chan struct{}
-	log  *syncBuf
+	log  *logbuf.Buffer
 }
 
 func start(t *testing.T, ns *netns.NS, name string, argv ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, log: &syncBuf{}, done: make(chan struct{})}
+	p := &proc{name: name, log: &logbuf.Buffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(argv[0], argv[1:]...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -115,7 +93,7 @@ func start(t *testing.T, ns *netns.NS, name string, argv ...string) *proc {
 	t.Cleanup(func() {
 		p.stop()
 		if t.Failed() {
-			t.Logf("%s log (tail):\n%s", name, tail(p.log.String(), 25))
+			t.Logf("%s log (tail):\n%s", name, p.log.Tail(25))
 		}
 	})
 	return p

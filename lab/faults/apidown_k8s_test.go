@@ -179,7 +179,7 @@ func TestK8sAPIServerGone60s(t *testing.T) {
 	}
 	var vip netip.Addr
 	if _, ok := waitFor(60*time.Second, 100*time.Millisecond, func() bool { vip = ingressIP(ctx, cs, "apps", "web"); return vip.IsValid() }); !ok {
-		t.Fatalf("web never got an address\n%s", tail(e.logs.String(), 30))
+		t.Fatalf("web never got an address\n%s", e.logs.Tail(30))
 	}
 	want := []svcDef{{Name: "web", VIP: vip, Port: 80}}
 	for _, b := range backends {

@@ -3,7 +3,6 @@
 package faults
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -13,12 +12,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/edgelb/edgelb/lab/demo"
+	"github.com/edgelb/edgelb/lab/logbuf"
 	"github.com/edgelb/edgelb/lab/netns"
 )
 
@@ -35,7 +34,7 @@ type env struct {
 	token   string // token file
 	exe     string
 	d       *demo.Daemon
-	logs    *syncBuf
+	logs    *logbuf.Buffer
 	api     *http.Client // from inside the gateway
 }
 
@@ -47,14 +46,14 @@ func newEnv(t *testing.T, prefix string, backends int) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, lab: lab, dir: t.TempDir(), exe: exe, logs: &syncBuf{}}
+	e := &env{t: t, lab: lab, dir: t.TempDir(), exe: exe, logs: &logbuf.Buffer{}}
 	if p := os.Getenv("EDGELB_FAULTS_LOG"); p != "" { // follow the daemon's log live
 		f, err := os.Create(p)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { f.Close() })
-		e.logs.tee = f
+		e.logs.Tee = f
 	}
 	t.Cleanup(func() {
 		if err := lab.Close(); err != nil {
@@ -78,7 +77,7 @@ func newEnv(t *testing.T, prefix string, backends int) *env {
 			e.d.Stop(20 * time.Second)
 		}
 		if t.Failed() {
-			t.Logf("daemon log (tail):\n%s", tail(e.logs.String(), 60))
+			t.Logf("daemon log (tail):\n%s", e.logs.Tail(60))
 		}
 	})
 	return e
@@ -117,7 +116,7 @@ func (e *env) waitReady(limit time.Duration) time.Duration {
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	if err := e.lab.WaitAPI(ctx, apiListen, e.d); err != nil {
-		e.t.Fatalf("%v\n%s", err, tail(e.logs.String(), 40))
+		e.t.Fatalf("%v\n%s", err, e.logs.Tail(40))
 	}
 	return time.Since(t0)
 }
@@ -147,7 +146,7 @@ func (e *env) alive() {
 	e.t.Helper()
 	select {
 	case <-e.d.Done():
-		e.t.Fatalf("daemon exited: %v\n%s", e.d.Err(), tail(e.logs.String(), 40))
+		e.t.Fatalf("daemon exited: %v\n%s", e.d.Err(), e.logs.Tail(40))
 	default:
 	}
 }
@@ -199,36 +198,6 @@ func procStatus(pid int, fields ...string) (map[string]int64, error) {
 		}
 	}
 	return out, nil
-}
-
-// syncBuf is a goroutine-safe log sink for the daemon's output.
-type syncBuf struct {
-	mu  sync.Mutex
-	b   bytes.Buffer
-	tee io.Writer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.tee != nil {
-		s.tee.Write(p)
-	}
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // waitFor polls ok every step until it holds or limit passes; it returns

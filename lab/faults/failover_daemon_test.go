@@ -27,11 +27,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/edgelb/edgelb/lab/logbuf"
 	"github.com/edgelb/edgelb/lab/netns"
 )
 
@@ -46,22 +46,7 @@ var (
 const foToken = "edgelb-failover-token"
 
 // foLog is one daemon incarnation's output.
-type foLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *foLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *foLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type foLog struct{ logbuf.Buffer }
 
 // owns: the daemon's last word about the VIP was "owning VIP".
 func (l *foLog) owns() bool {
@@ -94,7 +79,7 @@ func (g *foGateway) stop(t *testing.T, tail int) {
 		}
 	}
 	if t.Failed() && g.log != nil {
-		t.Logf("%s log (tail):\n%s", g.name, foTail(g.log.String(), tail))
+		t.Logf("%s log (tail):\n%s", g.name, g.log.Tail(tail))
 	}
 }
 
@@ -180,11 +165,6 @@ state:
   dir: %s
 `, foVIP, foBackend.Port(), foBackend.Addr().String(), i+1, me.Addr(), other.Addr(), me.Addr(),
 		filepath.Join(dir, "token"), filepath.Join(dir, "state"))
-}
-
-func foTail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 func foGrep(s string) string {

@@ -98,7 +98,7 @@ func TestNetnsKill9During10kSync(t *testing.T) {
 			}
 			select {
 			case <-e.d.Done():
-				t.Fatalf("daemon exited by itself: %v\n%s", e.d.Err(), tail(e.logs.String(), 30))
+				t.Fatalf("daemon exited by itself: %v\n%s", e.d.Err(), e.logs.Tail(30))
 			default:
 			}
 			if time.Since(t0) > 5*time.Minute {

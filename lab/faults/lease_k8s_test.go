@@ -81,6 +81,6 @@ func TestK8sSIGTERMReleasesLease(t *testing.T) {
 		t.Errorf("the next leader took %s after SIGTERM, want ≤ 1 s (a released Lease)", lead.Round(time.Millisecond))
 	}
 	if err := e.d.Err(); err != nil {
-		t.Errorf("the daemon's exit: %v\n%s", err, tail(e.logs.String(), 20))
+		t.Errorf("the daemon's exit: %v\n%s", err, e.logs.Tail(20))
 	}
 }

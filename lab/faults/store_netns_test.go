@@ -20,6 +20,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/edgelb/edgelb/lab/logbuf"
 	"github.com/edgelb/edgelb/lb/store"
 )
 
@@ -126,7 +127,7 @@ func TestNetnsStoreDamageRefusesStart(t *testing.T) {
 		select {
 		case <-e.d.Done():
 		case <-time.After(30 * time.Second):
-			t.Fatalf("%s: the daemon did not exit: %s", c.name, tail(e.logs.String(), 20))
+			t.Fatalf("%s: the daemon did not exit: %s", c.name, e.logs.Tail(20))
 		}
 		code := -1
 		var ee *exec.ExitError
@@ -137,10 +138,10 @@ func TestNetnsStoreDamageRefusesStart(t *testing.T) {
 		last := lastLine(out)
 		t.Logf("MEASURED store damage — %s: exit %d: %s", c.name, code, last)
 		if code != c.code || !strings.Contains(out, c.words) || !strings.Contains(out, path) || !strings.Contains(out, "edgelb cleanup") {
-			t.Errorf("%s: exit %d, want %d with %q, the file and the way out:\n%s", c.name, code, c.code, c.words, tail(out, 10))
+			t.Errorf("%s: exit %d, want %d with %q, the file and the way out:\n%s", c.name, code, c.code, c.words, logbuf.Tail(out, 10))
 		}
 		if strings.Contains(out, "panic") || strings.Contains(out, "goroutine ") {
-			t.Errorf("%s: a stack trace:\n%s", c.name, tail(out, 30))
+			t.Errorf("%s: a stack trace:\n%s", c.name, logbuf.Tail(out, 30))
 		}
 	}
 	// The kernel still holds what the killed daemon programmed, and the

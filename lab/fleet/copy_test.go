@@ -38,7 +38,7 @@ func TestFleetStoreCopy(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			t.Fatal("store copy did not finish in 30 s")
 		}
-		return p.log.tail(5), p.cmd.ProcessState.ExitCode()
+		return p.log.Tail(5), p.cmd.ProcessState.ExitCode()
 	}
 	out, code := copyOut()
 	if code != 0 || !strings.Contains(out, "read back identical") {

@@ -14,13 +14,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/nftables"
 
+	"github.com/edgelb/edgelb/lab/logbuf"
 	"github.com/edgelb/edgelb/lab/netns"
 
 	"github.com/edgelb/edgelb/lab/edgelbbin"
@@ -48,35 +48,16 @@ var edgelbBinary = edgelbbin.Path
 
 func TestMain(m *testing.M) { edgelbbin.Main(m) }
 
-// logBuf is a process's output, kept for the failure report.
-type logBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) tail(n int) string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	lines := strings.Split(strings.TrimRight(l.b.String(), "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
-}
-
 // proc is a child process started inside a namespace.
 type proc struct {
 	cmd  *exec.Cmd
 	done chan struct{}
-	log  *logBuf
+	log  *logbuf.Buffer
 }
 
 func startIn(t *testing.T, ns *netns.NS, exe string, args ...string) *proc {
 	t.Helper()
-	p := &proc{log: &logBuf{}, done: make(chan struct{})}
+	p := &proc{log: &logbuf.Buffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(exe, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -173,7 +154,7 @@ func newLab(t *testing.T) *lab {
 			if p != nil {
 				p.stop(syscall.SIGTERM)
 				if t.Failed() {
-					t.Logf("etcd m%d (tail):\n%s", i, p.log.tail(15))
+					t.Logf("etcd m%d (tail):\n%s", i, p.log.Tail(15))
 				}
 			}
 		}
@@ -183,7 +164,7 @@ func newLab(t *testing.T) *lab {
 			if p != nil {
 				p.stop(syscall.SIGTERM)
 				if t.Failed() {
-					t.Logf("gateway %d (tail):\n%s", i, p.log.tail(40))
+					t.Logf("gateway %d (tail):\n%s", i, p.log.Tail(40))
 				}
 			}
 		}
@@ -265,7 +246,7 @@ func (l *lab) waitReady(i int, limit time.Duration) {
 			}
 		}
 		if !l.daemons[i].running() || time.Now().After(deadline) {
-			l.t.Fatalf("gateway %d not ready (%v):\n%s", i, err, l.daemons[i].log.tail(30))
+			l.t.Fatalf("gateway %d not ready (%v):\n%s", i, err, l.daemons[i].log.Tail(30))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -404,7 +385,7 @@ func (l *lab) waitEtcd(limit time.Duration) {
 				break
 			}
 			if time.Now().After(deadline) {
-				l.t.Fatalf("etcd m%d not healthy: %d %s %v\n%s", i, code, body, err, l.etcd[i].log.tail(20))
+				l.t.Fatalf("etcd m%d not healthy: %d %s %v\n%s", i, code, body, err, l.etcd[i].log.Tail(20))
 			}
 			time.Sleep(100 * time.Millisecond)
 		}

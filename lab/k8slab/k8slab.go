@@ -23,7 +23,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -43,6 +42,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 
+	"github.com/edgelb/edgelb/lab/logbuf"
 	"github.com/edgelb/edgelb/lab/ports"
 	"github.com/edgelb/edgelb/lb/k8s/crds"
 )
@@ -486,7 +486,7 @@ func waitFor(limit time.Duration, p *proc, ok func() bool, what string) error {
 		case <-p.done:
 			// The log lives in the test's temp dir, gone after the run:
 			// quote its end, where the process said why.
-			return fmt.Errorf("%s: process exited (%v); the end of %s:\n%s", what, p.err, p.log.Name(), logTail(p.log.Name(), 20))
+			return fmt.Errorf("%s: process exited (%v); the end of %s:\n%s", what, p.err, p.log.Name(), logbuf.FileTail(p.log.Name(), 20))
 		default:
 		}
 		if ok() {
@@ -494,18 +494,5 @@ func waitFor(limit time.Duration, p *proc, ok func() bool, what string) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return fmt.Errorf("%s: not ready after %s; the end of %s:\n%s", what, limit, p.log.Name(), logTail(p.log.Name(), 20))
-}
-
-// logTail returns the last n lines of the file at path.
-func logTail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "(unreadable: " + err.Error() + ")"
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	return fmt.Errorf("%s: not ready after %s; the end of %s:\n%s", what, limit, p.log.Name(), logbuf.FileTail(p.log.Name(), 20))
 }
