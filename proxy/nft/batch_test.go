@@ -1,6 +1,9 @@
 package nft
 
 import (
+	"bytes"
+	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -77,5 +80,36 @@ func TestPackBoundsMessages(t *testing.T) {
 			t.Errorf("budget %d max %d: %d elements in %d units packed, want %d in %d", tc.budget, tc.maxMsgs, got, next, total, len(units))
 		}
 		t.Logf("budget %d, max %d messages: %d batches", tc.budget, tc.maxMsgs, len(bs))
+	}
+}
+
+// TestSortElemsStable: sortElems orders as a stable sort by (rank, family,
+// set) does — the order writeElems and msgCount rely on — for random mixes
+// of every set, both families, adds and deletes, and names it does not know.
+func TestSortElemsStable(t *testing.T) {
+	sets := []string{setVIP, setNP, setNodes, setDispatch, setBE, setPost, setAff, "zz-other", "a-other"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := 0; round < 500; round++ {
+		n := rng.IntN(300)
+		es := make([]elem, n)
+		for i := range es {
+			k := rng.IntN(len(sets))
+			if round%2 == 0 {
+				k = rng.IntN(len(sets) - 2) // edgelb's own sets only
+			}
+			es[i] = elem{v6: rng.IntN(2) == 0, set: sets[k], key: encU32(uint32(i))}
+		}
+		for _, adds := range []bool{false, true} {
+			want := slices.Clone(es)
+			slices.SortStableFunc(want, elemOrder(adds))
+			got := slices.Clone(es)
+			sortElems(got, adds)
+			for i := range want {
+				if got[i].set != want[i].set || got[i].v6 != want[i].v6 || !bytes.Equal(got[i].key, want[i].key) {
+					t.Fatalf("round %d adds=%v: element %d is %s/%v/%x, want %s/%v/%x", round, adds, i,
+						got[i].set, got[i].v6, got[i].key, want[i].set, want[i].v6, want[i].key)
+				}
+			}
+		}
 	}
 }
