@@ -82,7 +82,8 @@ func TestNetnsStoreDamageRefusesStart(t *testing.T) {
 	}{
 		{"deleted", nil, 4, "is missing, but this gateway's kernel holds edgelb's state"},
 		{"0 bytes", func() []byte { return []byte{} }, 4, "is empty (0 bytes), but this gateway's kernel holds edgelb's state"},
-		{"truncated to half", func() []byte { return pristine[:len(pristine)/2] }, 3, "is damaged"},
+		// Half of the data's extent: bbolt grows the file ahead of it.
+		{"truncated to half its data", func() []byte { return pristine[:boltDataSize(t, pristine)/2] }, 3, "is damaged"},
 		{"a byte flipped in a REST service's record", func() []byte { return flip(pristine, `"rest-07"`) }, 3, "checksum mismatch"},
 		{"rest-07 given rest-06's address (a parsable record, checksum and all)", func() []byte {
 			return viaBolt(func(tx *bolt.Tx) error {
@@ -211,4 +212,25 @@ func servicesDigest(t *testing.T, body string) string {
 	}
 	sort.Strings(lines)
 	return strings.Join(lines, "\n") + "\n"
+}
+
+// boltDataSize is how far a bbolt file's data extends (its high-water
+// page, as the meta page says); the file itself is grown ahead of it.
+func boltDataSize(t *testing.T, file []byte) int {
+	t.Helper()
+	tmp := filepath.Join(t.TempDir(), "size.db")
+	if err := os.WriteFile(tmp, file, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(tmp, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int64
+	db.View(func(tx *bolt.Tx) error { n = tx.Size(); return nil })
+	if n <= 0 || n > int64(len(file)) {
+		t.Fatalf("data extent %d of a %d-byte file", n, len(file))
+	}
+	return int(n)
 }

@@ -92,10 +92,17 @@ func TestStoreDamageTable(t *testing.T) {
 			b[i+len("198.51.100.")] = '9'
 			os.WriteFile(path, b, 0o600)
 		}, store.ErrDamaged},
-		{"truncated to half", func(t *testing.T, path string, _ map[string][]netip.Addr) {
-			st, _ := os.Stat(path)
-			os.Truncate(path, st.Size()/2)
+		// bbolt grows the file ahead of its data (sparse, in steps): what
+		// matters is the data's extent, which the meta page records.
+		{"truncated to half its data", func(t *testing.T, path string, _ map[string][]netip.Addr) {
+			os.Truncate(path, dataSize(t, path)/2)
 		}, store.ErrDamaged},
+		{"truncated by one page of its data", func(t *testing.T, path string, _ map[string][]netip.Addr) {
+			os.Truncate(path, dataSize(t, path)-4096)
+		}, store.ErrDamaged},
+		{"the room grown ahead of the data cut off", func(t *testing.T, path string, _ map[string][]netip.Addr) {
+			os.Truncate(path, dataSize(t, path))
+		}, nil},
 		// bbolt keeps two meta pages and falls back to the other: the same
 		// state (the last commit wrote both over time; see below).
 		{"the first meta page overwritten", func(t *testing.T, path string, _ map[string][]netip.Addr) {
@@ -168,4 +175,21 @@ func TestStoreDamageTable(t *testing.T) {
 			}
 		})
 	}
+}
+
+// dataSize is how far the state file's data extends (bbolt's high-water
+// page), as its meta page says.
+func dataSize(t *testing.T, path string) int64 {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int64
+	db.View(func(tx *bolt.Tx) error { n = tx.Size(); return nil })
+	if st, _ := os.Stat(path); st == nil || st.Size() < n {
+		t.Fatalf("the file is shorter than its data (%d) before any damage", n)
+	}
+	return n
 }
