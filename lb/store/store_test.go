@@ -17,7 +17,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-func testPool(t *testing.T, name string, origin Origin, ranges ...string) Pool {
+func testPool(t testing.TB, name string, origin Origin, ranges ...string) Pool {
 	t.Helper()
 	p := Pool{Origin: origin, Pool: lb.Pool{Name: name, AutoAssign: true, AvoidBuggyIPs: true,
 		Advertisement: lb.Advertisement{Communities: []string{"65000:1"}, LocalPref: 100}}}
