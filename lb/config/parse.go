@@ -50,6 +50,14 @@ func Parse(data []byte) (*Config, error) {
 	return parse(data, env{readFile: readRegular})
 }
 
+// ParseWith parses like Parse but reads the files the config names
+// (passwordFile, tokenFile, TLS files) with readFile: for a converter that
+// checks a config it is about to write, before those files exist
+// (lb/migrate).
+func ParseWith(data []byte, readFile func(path string) ([]byte, error)) (*Config, error) {
+	return parse(data, env{readFile: readFile})
+}
+
 // readRegular reads a regular file of at most MaxSize bytes. Devices, FIFOs
 // and directories are refused before opening, so a path like /dev/zero or
 // a pipe cannot hang or exhaust `edgelb check`.

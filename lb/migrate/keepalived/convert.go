@@ -91,6 +91,8 @@ type converter struct {
 	res    Result
 	groups map[string]*Node
 	vips   map[netip.Addr]bool
+	// svcNodes[i] is the virtual_server services[i] came from (check.go).
+	svcNodes []*Node
 }
 
 func (c *converter) unsupported(n *Node, note string) {
@@ -150,6 +152,9 @@ func Convert(nodes []*Node) (*Result, error) {
 		c.res.Config.Pools = []Pool{p}
 	}
 	c.shareVIPs()
+	if err := c.check(); err != nil {
+		return nil, err
+	}
 	return &c.res, nil
 }
 
@@ -349,6 +354,7 @@ func (c *converter) virtualServer(vs *Node) error {
 		s.Ports = []Port{{Port: fe.port, Protocol: proto}}
 		c.vips[fe.addr] = true
 		c.res.Config.Services = append(c.res.Config.Services, s)
+		c.svcNodes = append(c.svcNodes, vs)
 	}
 	return nil
 }

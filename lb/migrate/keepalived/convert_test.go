@@ -163,6 +163,8 @@ func TestBadValuesNamed(t *testing.T) {
 		{"virtual_server 192.0.2.300 80 {\n}\n", `address "192.0.2.300"`},
 		{"virtual_server group NOPE {\n}\n", `group "NOPE"`},
 		{"virtual_server 192.0.2.1 80 {\n real_server 10.0.0.1 80 {\n  weight -1\n }\n}\n", `weight "-1"`},
+		// Only edgelb's own validator catches it (check.go; FuzzParse found it).
+		{"virtual_server 192.0.2.1 80 {\n}\nvirtual_server 0.0.0.10 80 {\n}\n", `line 3: edgelb refuses the converted services[1].vip "0.0.0.10"`},
 	} {
 		nodes, err := Parse(tc.in)
 		if err == nil {

@@ -3,10 +3,14 @@ package keepalived
 import (
 	"os"
 	"testing"
+
+	"github.com/edgelb/edgelb/lb/config"
 )
 
-// FuzzParse: any input parses or fails with ErrSyntax, never panics, and a
-// parsed tree converts or fails with an error (never a panic).
+// FuzzParse: any input parses or fails with ErrSyntax, never panics; a
+// parsed tree converts or fails with an error (never a panic); and a
+// conversion that succeeds renders a config edgelb's own parser accepts
+// (the converter refuses what edgelb cannot load instead of writing it).
 func FuzzParse(f *testing.F) {
 	if b, err := os.ReadFile("testdata/lvs.conf"); err == nil {
 		f.Add(string(b))
@@ -18,6 +22,16 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			return
 		}
-		_, _ = Convert(nodes)
+		res, err := Convert(nodes)
+		if err != nil {
+			return
+		}
+		out, err := res.YAML()
+		if err != nil {
+			t.Fatalf("a converted result does not render: %v", err)
+		}
+		if _, err := config.ParseWith(out, func(string) ([]byte, error) { return []byte("x\n"), nil }); err != nil {
+			t.Fatalf("converted, but edgelb refuses the config: %v\n%s", err, out)
+		}
 	})
 }

@@ -108,6 +108,9 @@ type converter struct {
 	opts        Options
 	pools       map[string]*Pool
 	communities map[string]string
+	// objects: "pool/NAME" and "peer/NAME" → the MetalLB object it came
+	// from, to name it when edgelb refuses the result (check.go).
+	objects map[string]*Object
 }
 
 func (c *converter) unsupported(o *Object, field string, v any, note string) {
@@ -133,7 +136,7 @@ func show(v any) string {
 // Convert turns MetalLB objects into edgelb pools and announce settings.
 // Order: Communities (aliases), pools, then advertisements and peers.
 func Convert(objs []*Object, opts Options) (*Result, error) {
-	c := &converter{opts: opts, pools: map[string]*Pool{}, communities: map[string]string{}}
+	c := &converter{opts: opts, pools: map[string]*Pool{}, communities: map[string]string{}, objects: map[string]*Object{}}
 	rank := map[string]int{"Community": 0, "IPAddressPool": 1, "AddressPool": 1, "BGPPeer": 2, "BGPAdvertisement": 3, "L2Advertisement": 3}
 	sorted := append([]*Object(nil), objs...)
 	sort.SliceStable(sorted, func(i, j int) bool { return rank[sorted[i].Kind] < rank[sorted[j].Kind] })
@@ -177,6 +180,9 @@ func Convert(objs []*Object, opts Options) (*Result, error) {
 	if b := c.res.Announce.BGP; b != nil {
 		sort.Slice(b.Peers, func(i, j int) bool { return b.Peers[i].Name < b.Peers[j].Name })
 	}
+	if err := c.check(); err != nil {
+		return nil, err
+	}
 	return &c.res, nil
 }
 
@@ -200,15 +206,22 @@ func (c *converter) community(o *Object) {
 }
 
 // checkAddresses accepts MetalLB's CIDR and "first-last" forms, which
-// edgelb's pools take as they are.
-func checkAddresses(o *Object, addrs []string) error {
+// edgelb's pools take as they are. A CIDR with host bits set is read as
+// MetalLB reads it (Go's net.ParseCIDR keeps the network: 192.0.2.5/24 is
+// 192.0.2.0/24), where edgelb's own parser refuses it as a likely typo; the
+// report notes the change.
+func (c *converter) checkAddresses(o *Object, addrs []string) error {
 	if len(addrs) == 0 {
 		return fieldErr(o, "spec.addresses", "", "a pool needs addresses")
 	}
 	for i, a := range addrs {
 		a = strings.TrimSpace(a)
 		addrs[i] = a
-		if _, err := netip.ParsePrefix(a); err == nil {
+		if p, err := netip.ParsePrefix(a); err == nil {
+			if m := p.Masked(); m != p {
+				addrs[i] = m.String()
+				c.note(o, fmt.Sprintf("spec.addresses[%d]", i), a, fmt.Sprintf("host bits set: MetalLB reads it as %s, and so does the converted pool", m))
+			}
 			continue
 		}
 		lo, hi, ok := strings.Cut(a, "-")
@@ -227,7 +240,7 @@ func checkAddresses(o *Object, addrs []string) error {
 
 func (c *converter) ipAddressPool(o *Object) error {
 	p := &Pool{Name: o.Name, Addresses: takeStrings(o.Spec, "addresses"), AutoAssign: true}
-	if err := checkAddresses(o, p.Addresses); err != nil {
+	if err := c.checkAddresses(o, p.Addresses); err != nil {
 		return err
 	}
 	if b, ok := takeBool(o.Spec, "autoAssign"); ok {
@@ -251,7 +264,7 @@ func (c *converter) ipAddressPool(o *Object) error {
 func (c *converter) addressPool(o *Object) error {
 	proto := takeString(o.Spec, "protocol")
 	p := &Pool{Name: o.Name, Addresses: takeStrings(o.Spec, "addresses"), AutoAssign: true}
-	if err := checkAddresses(o, p.Addresses); err != nil {
+	if err := c.checkAddresses(o, p.Addresses); err != nil {
 		return err
 	}
 	if b, ok := takeBool(o.Spec, "autoAssign"); ok {
@@ -285,6 +298,7 @@ func (c *converter) addPool(o *Object, p *Pool) error {
 		return fieldErr(o, "metadata.name", p.Name, "a pool of this name was already read")
 	}
 	c.pools[p.Name] = p
+	c.objects["pool/"+p.Name] = o
 	return nil
 }
 
@@ -407,6 +421,7 @@ func (c *converter) bgpPeer(o *Object) error {
 		}
 	}
 	b.Peers = append(b.Peers, p)
+	c.objects["peer/"+p.Name] = o
 	return nil
 }
 

@@ -192,6 +192,11 @@ func TestBadInputNamed(t *testing.T) {
 		{"apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: p}\nspec: {addresses: [192.0.2.0/33]}\n", `spec.addresses[0] "192.0.2.0/33"`},
 		{"apiVersion: metallb.io/v1\nkind: IPAddressPool\nmetadata: {name: p}\n", `apiVersion "metallb.io/v1"`},
 		{"apiVersion: metallb.io/v1beta2\nkind: BGPPeer\nmetadata: {name: x}\nspec: {peerAddress: nope}\n", `spec.peerAddress "nope"`},
+		// What only edgelb's own validator catches (check.go), named by the
+		// MetalLB object it came from (FuzzConvert found both).
+		{"apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: 0A}\nspec: {addresses: [192.0.2.0/28]}\n", `IPAddressPool/0A (in:1): edgelb refuses its pools[0].name "0A"`},
+		{"apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: a}\nspec: {addresses: [192.0.2.0/28]}\n---\n" +
+			"apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: b}\nspec: {addresses: [192.0.2.8-192.0.2.20]}\n", `IPAddressPool/b (in:2): edgelb refuses its pools[1].addresses[0] "192.0.2.8-192.0.2.20"`},
 	} {
 		objs, _, err := ReadDocuments(strings.NewReader(tc.in), "in")
 		if err == nil {
@@ -200,6 +205,27 @@ func TestBadInputNamed(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: err %v, want it to name %s", tc.in, err, tc.want)
 		}
+	}
+}
+
+// TestHostBitsReadAsMetalLBDoes: MetalLB (net.ParseCIDR) keeps a CIDR's
+// network; edgelb's parser refuses host bits as a likely typo, so the
+// converter writes the network and notes it.
+func TestHostBitsReadAsMetalLBDoes(t *testing.T) {
+	in := "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: a}\nspec: {addresses: [192.0.2.5/28]}\n"
+	objs, _, err := ReadDocuments(strings.NewReader(in), "in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Convert(objs, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Pools[0].Addresses; len(got) != 1 || got[0] != "192.0.2.0/28" {
+		t.Fatalf("addresses %v, want [192.0.2.0/28]", got)
+	}
+	if len(res.Notes) != 1 || res.Notes[0].Field != "spec.addresses[0]" || res.Notes[0].Value != "192.0.2.5/28" {
+		t.Fatalf("notes %+v, want one on spec.addresses[0] quoting 192.0.2.5/28", res.Notes)
 	}
 }
 
