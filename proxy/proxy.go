@@ -36,7 +36,8 @@ func (p Protocol) String() string {
 	return fmt.Sprintf("proto(%d)", uint8(p))
 }
 
-// ParseProtocol accepts TCP/UDP in any case; empty means TCP.
+// ParseProtocol accepts TCP/UDP in upper, lower or title case (tcp, Tcp,
+// TCP); empty means TCP.
 func ParseProtocol(s string) (Protocol, error) {
 	switch s {
 	case "", "TCP", "tcp", "Tcp":
