@@ -20,9 +20,17 @@ import (
 // passed on).
 //
 // Password files do not exist yet where the conversion runs (the report
-// says to write them), so reading one yields a placeholder.
+// says to write them), so reading one yields a placeholder; an L2 interface
+// the user must still choose is a placeholder too.
 func (c *converter) check() error {
-	cfg, err := c.res.Config()
+	// What the report leaves to the user is filled in for the check only:
+	// the L2 interface when MetalLB named none and --l2-interface was not
+	// given (a note says to set it), and password files (read below).
+	res := c.res
+	if res.Announce.L2 != nil && res.Announce.L2.Interface == "" {
+		res.Announce.L2 = &L2{Interface: "placeholder0"}
+	}
+	cfg, err := res.Config()
 	if err != nil {
 		return fmt.Errorf("render the converted config: %w", err)
 	}

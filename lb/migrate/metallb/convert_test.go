@@ -208,6 +208,28 @@ func TestBadInputNamed(t *testing.T) {
 	}
 }
 
+// TestL2InterfaceLeftToTheUser: without --l2-interface an L2Advertisement
+// that names no interface still converts, with the note saying to set it
+// (the check against edgelb's validator fills it in for itself only).
+func TestL2InterfaceLeftToTheUser(t *testing.T) {
+	in := "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: a}\nspec: {addresses: [192.0.2.0/28]}\n---\n" +
+		"apiVersion: metallb.io/v1beta1\nkind: L2Advertisement\nmetadata: {name: l2}\n"
+	objs, _, err := ReadDocuments(strings.NewReader(in), "in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Convert(objs, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Announce.L2 == nil || res.Announce.L2.Interface != "" {
+		t.Fatalf("announce.l2 %+v, want an empty interface left to the user", res.Announce.L2)
+	}
+	if len(res.Notes) != 1 || res.Notes[0].Field != "announce.l2.interface" {
+		t.Fatalf("notes %+v, want one on announce.l2.interface", res.Notes)
+	}
+}
+
 // TestHostBitsReadAsMetalLBDoes: MetalLB (net.ParseCIDR) keeps a CIDR's
 // network; edgelb's parser refuses host bits as a likely typo, so the
 // converter writes the network and notes it.
