@@ -45,6 +45,21 @@ func (e *Errors) Unwrap() []error {
 	return out
 }
 
+// Others renders every error but the i-th, for a message that leads with
+// that one: "; also A; B", or "" when there is no other.
+func (e *Errors) Others(i int) string {
+	var rest []string
+	for k, fe := range e.List {
+		if k != i {
+			rest = append(rest, fe.Error())
+		}
+	}
+	if len(rest) == 0 {
+		return ""
+	}
+	return "; also " + strings.Join(rest, "; ")
+}
+
 // Lines renders one line per error, for `edgelb check`.
 func (e *Errors) Lines() []string {
 	out := make([]string, len(e.List))

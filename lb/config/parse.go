@@ -10,6 +10,8 @@ import (
 	"reflect"
 	"strings"
 	"time"
+
+	"github.com/edgelb/edgelb/lb"
 )
 
 // MaxSize bounds a config file (and any file it points at): 32 MiB holds
@@ -50,12 +52,22 @@ func Parse(data []byte) (*Config, error) {
 	return parse(data, env{readFile: readRegular})
 }
 
-// ParseWith parses like Parse but reads the files the config names
-// (passwordFile, tokenFile, TLS files) with readFile: for a converter that
-// checks a config it is about to write, before those files exist
-// (lb/migrate).
-func ParseWith(data []byte, readFile func(path string) ([]byte, error)) (*Config, error) {
-	return parse(data, env{readFile: readFile})
+// CheckGenerated runs a config a tool generated (lb/migrate's converters)
+// through the parser and validator every config goes through, and returns
+// what edgelb would refuse in it (nil: it loads). The files it names —
+// password files the user writes after the conversion — are read as
+// placeholders.
+func CheckGenerated(data []byte) *Errors {
+	_, err := parse(data, env{readFile: func(string) ([]byte, error) { return []byte("placeholder\n"), nil }})
+	if err == nil {
+		return nil
+	}
+	var errs *Errors
+	if errors.As(err, &errs) && len(errs.List) > 0 {
+		return errs
+	}
+	// Not a field error (the document itself): one without a field.
+	return &Errors{List: []*lb.FieldError{{Err: err}}}
 }
 
 // readRegular reads a regular file of at most MaxSize bytes. Devices, FIFOs
