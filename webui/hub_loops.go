@@ -154,15 +154,18 @@ func (h *hub) resyncFlows(ctx context.Context, src proxy.FlowSource) {
 	h.applySnapshot(flows, gen)
 }
 
-func (h *hub) runBatches(ctx context.Context) {
-	t := time.NewTicker(h.cfg.batch)
+func (h *hub) runBatches(ctx context.Context) { every(ctx, h.cfg.batch, h.flush) }
+
+// every calls fn each period until ctx ends.
+func every(ctx context.Context, period time.Duration, fn func()) {
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			h.flush()
+			fn()
 		}
 	}
 }

@@ -286,16 +286,9 @@ func (s *seriesStore) timesOldestFirst() []time.Time {
 // (a viewer, or the idle time after the last one); between viewers nothing
 // is sampled and dropState forgets the history.
 func (h *hub) runSeries(ctx context.Context, step time.Duration) {
-	t := time.NewTicker(step)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if h.wantState() {
-				h.sampleSeries()
-			}
+	every(ctx, step, func() {
+		if h.wantState() {
+			h.sampleSeries()
 		}
-	}
+	})
 }

@@ -174,14 +174,7 @@ spec:
   addresses: [192.0.2.0/28]
   futureKnob: {nested: 1}
 `
-	objs, _, err := ReadDocuments(strings.NewReader(in), "in")
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := Convert(objs, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := convertString(t, in)
 	if got := fields(res.Unsupported); len(got) != 1 || got[0] != "IPAddressPool/p spec.futureKnob.nested" {
 		t.Fatalf("unsupported = %v", got)
 	}
@@ -214,14 +207,7 @@ func TestBadInputNamed(t *testing.T) {
 func TestL2InterfaceLeftToTheUser(t *testing.T) {
 	in := "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: a}\nspec: {addresses: [192.0.2.0/28]}\n---\n" +
 		"apiVersion: metallb.io/v1beta1\nkind: L2Advertisement\nmetadata: {name: l2}\n"
-	objs, _, err := ReadDocuments(strings.NewReader(in), "in")
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := Convert(objs, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := convertString(t, in)
 	if res.Announce.L2 == nil || res.Announce.L2.Interface != "" {
 		t.Fatalf("announce.l2 %+v, want an empty interface left to the user", res.Announce.L2)
 	}
@@ -235,14 +221,7 @@ func TestL2InterfaceLeftToTheUser(t *testing.T) {
 // converter writes the network and notes it.
 func TestHostBitsReadAsMetalLBDoes(t *testing.T) {
 	in := "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: a}\nspec: {addresses: [192.0.2.5/28]}\n"
-	objs, _, err := ReadDocuments(strings.NewReader(in), "in")
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := Convert(objs, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := convertString(t, in)
 	if got := res.Pools[0].Addresses; len(got) != 1 || got[0] != "192.0.2.0/28" {
 		t.Fatalf("addresses %v, want [192.0.2.0/28]", got)
 	}
@@ -288,4 +267,19 @@ func TestServiceAllocationValues(t *testing.T) {
 	if _, err := Convert(o, Options{}); err == nil || !strings.Contains(err.Error(), "spec.serviceAllocation.serviceSelectors[0].matchExpressions[0].operator") {
 		t.Fatalf("bad operator: %v", err)
 	}
+}
+
+// convertString reads and converts in (no options), failing the test on
+// an error.
+func convertString(t *testing.T, in string) *Result {
+	t.Helper()
+	objs, _, err := ReadDocuments(strings.NewReader(in), "in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Convert(objs, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }
