@@ -21,6 +21,16 @@ import (
 // 40 % of loading 10,000 services (FuzzDecodeYAMLSameAsJSONPath holds the
 // two paths equal).
 func decodeYAML(data []byte) (any, error) {
+	if len(data) >= splitMin {
+		if v, ok := decodeYAMLSplit(data); ok {
+			return v, nil
+		}
+	}
+	return decodeYAMLWhole(data)
+}
+
+// decodeYAMLWhole parses the document in one piece.
+func decodeYAMLWhole(data []byte) (any, error) {
 	var doc any
 	if err := yaml.UnmarshalStrict(data, &doc); err != nil {
 		return nil, err
