@@ -102,11 +102,31 @@ type unit struct{ del, add []elem }
 
 // pack groups units into batches of at most budget bytes and maxMsgs
 // element messages, each unit whole (a unit larger than that alone gets a
-// batch of its own).
+// batch of its own). It finds the boundaries first and then copies each
+// batch's elements once into slices of their final size: appending unit
+// by unit grew them by doubling, ~50 MB of garbage for a cold sync of
+// 121,000 elements.
 func pack(units []unit, budget, maxMsgs int) []*batch {
 	var out []*batch
-	cur := &batch{}
-	for _, u := range units {
+	emit := func(us []unit, bytes int) {
+		b := &batch{bytes: bytes}
+		nd, na := 0, 0
+		for _, u := range us {
+			nd += len(u.del)
+			na += len(u.add)
+		}
+		b.del, b.add = make([]elem, 0, nd), make([]elem, 0, na)
+		for _, u := range us {
+			b.msgs.add(u.del, true)
+			b.msgs.add(u.add, false)
+			b.del = append(b.del, u.del...)
+			b.add = append(b.add, u.add...)
+		}
+		out = append(out, b)
+	}
+	from, bytes := 0, 0
+	var msgs msgCount
+	for i, u := range units {
 		n := 0
 		for _, e := range u.del {
 			n += e.size()
@@ -114,23 +134,19 @@ func pack(units []unit, budget, maxMsgs int) []*batch {
 		for _, e := range u.add {
 			n += e.size()
 		}
-		cur.msgs.add(u.del, true)
-		cur.msgs.add(u.add, false)
-		if cur.bytes > 0 && (cur.bytes+n > budget || cur.msgs.msgs > maxMsgs) {
-			// Full: recount without u, start the next batch with it.
-			cur.msgs = msgCount{}
-			cur.msgs.add(cur.del, true)
-			cur.msgs.add(cur.add, false)
-			out = append(out, cur)
-			cur = &batch{}
-			cur.msgs.add(u.del, true)
-			cur.msgs.add(u.add, false)
+		msgs.add(u.del, true)
+		msgs.add(u.add, false)
+		if bytes > 0 && (bytes+n > budget || msgs.msgs > maxMsgs) {
+			// Full: the batch ends before u; u starts the next.
+			emit(units[from:i], bytes)
+			from, bytes, msgs = i, 0, msgCount{}
+			msgs.add(u.del, true)
+			msgs.add(u.add, false)
 		}
-		cur.del = append(cur.del, u.del...)
-		cur.add = append(cur.add, u.add...)
-		cur.bytes += n
+		bytes += n
 	}
-	return append(out, cur)
+	emit(units[from:], bytes)
+	return out
 }
 
 // sortElems puts writes in order: by rank (see rank; reversed for adds),
