@@ -98,7 +98,7 @@ func TestStoreDamageTable(t *testing.T) {
 			os.Truncate(path, dataSize(t, path)/2)
 		}, store.ErrDamaged},
 		{"truncated by one page of its data", func(t *testing.T, path string, _ map[string][]netip.Addr) {
-			os.Truncate(path, dataSize(t, path)-4096)
+			os.Truncate(path, dataSize(t, path)-int64(os.Getpagesize())) // bbolt pages are the OS page size
 		}, store.ErrDamaged},
 		{"the room grown ahead of the data cut off", func(t *testing.T, path string, _ map[string][]netip.Addr) {
 			os.Truncate(path, dataSize(t, path))
