@@ -51,10 +51,13 @@ func rank(set string) int {
 }
 
 // elems renders a service into its set elements.
-func (st *svcState) elems() []elem {
+func (st *svcState) elems() []elem { return st.appendElems(make([]elem, 0, st.buckets()+4)) }
+
+// appendElems appends a service's set elements to out (elemDiff reuses one
+// buffer for every service instead of a slice each).
+func (st *svcState) appendElems(out []elem) []elem {
 	val := encU32(st.id)
 	n := st.buckets()
-	out := make([]elem, 0, n+4)
 	if st.key.VIP.IsValid() {
 		out = append(out, elem{v6: st.v6, set: setVIP, key: encVIPKey(st.key.VIP, st.key.Protocol, st.key.Port), val: val})
 	}
@@ -379,8 +382,10 @@ func (d *Dataplane) elemDiff(s *snapshot, in func(setName) bool) (units []unit, 
 		}
 		adds = append(adds, e)
 	}
+	var buf []elem
 	for _, st := range d.svcs {
-		for _, e := range st.elems() {
+		buf = st.appendElems(buf[:0])
+		for _, e := range buf {
 			add(e)
 		}
 	}
