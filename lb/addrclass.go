@@ -78,14 +78,17 @@ func pfx(s string) netip.Prefix { return netip.MustParsePrefix(s) }
 // ClassOf returns the most specific row containing a, or false for
 // ordinary unicast.
 func ClassOf(a netip.Addr) (AddrClass, bool) {
-	var best AddrClass
-	found := false
-	for _, c := range AddrClasses {
-		if c.Prefix.Contains(a) && (!found || c.Prefix.Bits() > best.Prefix.Bits()) {
-			best, found = c, true
+	best := -1
+	for i := range AddrClasses {
+		p := AddrClasses[i].Prefix
+		if p.Contains(a) && (best < 0 || p.Bits() > AddrClasses[best].Prefix.Bits()) {
+			best = i
 		}
 	}
-	return best, found
+	if best < 0 {
+		return AddrClass{}, false
+	}
+	return AddrClasses[best], true
 }
 
 // CheckAddr reports whether a may be used as u. The error wraps
@@ -104,7 +107,17 @@ func CheckAddr(a netip.Addr, u AddrUse) error {
 		return nil
 	}
 	// A floating source address is answered for like a VIP: the same rows.
-	allowed := map[AddrUse]bool{UsePool: c.Pool, UseVIP: c.VIP, UseSource: c.VIP, UseBackend: c.Backend}[u]
+	// (A switch, not a map literal: this runs for every backend of a
+	// 10,000-service config at start-up.)
+	var allowed bool
+	switch u {
+	case UsePool:
+		allowed = c.Pool
+	case UseVIP, UseSource:
+		allowed = c.VIP
+	case UseBackend:
+		allowed = c.Backend
+	}
 	if allowed {
 		return nil
 	}

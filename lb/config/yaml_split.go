@@ -157,6 +157,10 @@ func decodeYAMLSplit(data []byte) (v any, ok bool) {
 		go func() {
 			defer wg.Done()
 			for c := range next {
+				if fast, ok := fastItems(chunks[c]); ok {
+					items[c] = fast
+					continue
+				}
 				var seq []any
 				if err := yaml.UnmarshalStrict(chunks[c], &seq); err != nil {
 					failed[c] = true
