@@ -24,7 +24,7 @@ import (
 // which reads it (or reports its error) as before. FuzzFastItemsSameAsGoYAML
 // holds: whatever fastItems accepts, go-yaml reads the same.
 func fastItems(chunk []byte) (items []any, ok bool) {
-	if !printable(bytes.ReplaceAll(chunk, []byte("\n"), nil)) {
+	if !printable(chunk, true) {
 		return nil, false // go-yaml refuses such a stream, comments included
 	}
 	p := fastParser{}
@@ -234,7 +234,7 @@ func (p *fastParser) scalar(isKey bool) (any, bool) {
 		body := p.s[p.i+1 : p.i+1+j]
 		// Escapes, a doubled single quote, or bytes a YAML stream may not
 		// hold are go-yaml's to read.
-		if q == '"' && bytes.IndexByte(body, '\\') >= 0 || !printable(body) {
+		if q == '"' && bytes.IndexByte(body, '\\') >= 0 || !printable(body, false) {
 			return nil, false
 		}
 		p.i += j + 2
@@ -346,12 +346,13 @@ func dottedNumber(tok []byte) bool {
 }
 
 // printable: valid UTF-8 of printable ASCII or non-ASCII runes (what a
-// quoted scalar may hold without go-yaml doing anything to it).
-func printable(b []byte) bool {
+// quoted scalar may hold without go-yaml doing anything to it), and '\n'
+// if newlines.
+func printable(b []byte, newlines bool) bool {
 	for i := 0; i < len(b); {
 		c := b[i]
 		if c < utf8.RuneSelf {
-			if c < 0x20 || c == 0x7f {
+			if (c < 0x20 || c == 0x7f) && !(newlines && c == '\n') {
 				return false
 			}
 			i++
