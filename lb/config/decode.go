@@ -42,6 +42,15 @@ func fieldsOf(t reflect.Type) []fieldInfo {
 	return out
 }
 
+func isField(fields []fieldInfo, k string) bool {
+	for _, f := range fields {
+		if f.name == k {
+			return true
+		}
+	}
+	return false
+}
+
 // decodeValue stores v (a generic JSON value) into dst, reporting problems
 // under path. It never panics on any input.
 func decodeValue(v any, dst reflect.Value, path string, c *collector) {
@@ -60,15 +69,18 @@ func decodeValue(v any, dst reflect.Value, path string, c *collector) {
 			return
 		}
 		fields := fieldsOf(dst.Type())
-		known := make(map[string]bool, len(fields))
+		matched := 0
 		for _, f := range fields {
-			known[f.name] = true
 			if fv, ok := m[f.name]; ok {
+				matched++
 				decodeValue(fv, dst.Field(f.index), join(path, f.name), c)
 			}
 		}
+		if matched == len(m) {
+			break // every key is a field (keys are unique): nothing unknown
+		}
 		for _, k := range sortedKeys(m) {
-			if !known[k] {
+			if !isField(fields, k) {
 				name := k
 				if strings.TrimSpace(name) == "" {
 					name = strconv.Quote(k) // an empty key still needs a visible path

@@ -114,6 +114,10 @@ func parentPath(p string) string {
 	return p[:i]
 }
 
+// anyFailed reports whether any error was recorded (so failed can be
+// skipped, and its field path not built, in the common case).
+func (c *collector) anyFailed() bool { return len(c.inside) > 0 }
+
 // failed reports whether an error was already recorded at field or inside it.
 func (c *collector) failed(field string) bool {
 	return c.inside[field]

@@ -389,26 +389,29 @@ func (c *Config) validatePorts(col *collector, path string, s *lb.ServiceSpec) {
 }
 
 func validateBackends(col *collector, path string, s *lb.ServiceSpec, fams map[lb.Family]bool) {
-	seen := map[netip.AddrPort]int{}
+	seen := make(map[netip.AddrPort]int, len(s.Backends))
+	// The field's path is built only when it is needed (an error, or
+	// errors already recorded): 100,000 backends would build 200,000
+	// strings for nothing.
+	field := func(b int, leaf string) string { return index(path+".backends", b) + "." + leaf }
 	for b, be := range s.Backends {
-		f := index(path+".backends", b)
 		a := be.Addr
-		if col.failed(f + ".address") {
+		if col.anyFailed() && col.failed(field(b, "address")) {
 			continue
 		}
 		if err := lb.CheckAddr(a, lb.UseBackend); err != nil {
-			col.addErr(f+".address", a.String(), err)
+			col.addErr(field(b, "address"), a.String(), err)
 			continue
 		}
 		if len(fams) > 0 && !fams[familyOf(a)] {
-			col.add(f+".address", a.String(), "an %s backend, but the service has no %s VIP (add one with vips/families)", familyOf(a), familyOf(a))
+			col.add(field(b, "address"), a.String(), "an %s backend, but the service has no %s VIP (add one with vips/families)", familyOf(a), familyOf(a))
 		}
 		if be.Weight > MaxWeight {
-			col.add(f+".weight", fmt.Sprint(be.Weight), "out of range 0-%d", MaxWeight)
+			col.add(field(b, "weight"), fmt.Sprint(be.Weight), "out of range 0-%d", MaxWeight)
 		}
 		key := netip.AddrPortFrom(a, be.Port)
 		if j, dup := seen[key]; dup {
-			col.add(f+".address", backendString(be), "listed twice (also backends[%d])", j)
+			col.add(field(b, "address"), backendString(be), "listed twice (also backends[%d])", j)
 		} else {
 			seen[key] = b
 		}
