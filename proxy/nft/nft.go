@@ -109,11 +109,12 @@ type Dataplane struct {
 	// The generation gate (gen.go): a second netlink socket for GETGEN, the
 	// transactions this dataplane committed, and the generation at which the
 	// kernel last equalled the model.
-	genConn *netlink.Conn
-	commits uint64
-	clean   GenGate
-	mon     *monitor
-	portid  atomic.Uint32 // conn's netlink port id: its own notifications are not foreign
+	genConn  *netlink.Conn
+	commits  uint64
+	clean    GenGate
+	mon      *monitor
+	monTried bool          // the monitor was started (or failed to start) after the first sync
+	portid   atomic.Uint32 // conn's netlink port id: its own notifications are not foreign
 }
 
 var _ proxy.Dataplane = (*Dataplane)(nil)
@@ -153,13 +154,6 @@ func New(opts Options) (*Dataplane, error) {
 		return nil, kernelErr("nft: open netlink for the ruleset generation", err)
 	}
 	d.genConn = gc
-	if m, err := newMonitor(opts.NetNS, opts.Table, d.portid.Load); err == nil {
-		d.mon = m
-	} else {
-		// Without it the generation gate still works; foreign commits to
-		// other tables then cost a full read.
-		opts.Log.Warn("nft: no change monitor; resyncs read back after any nf_tables commit", "err", err)
-	}
 	if _, err := d.conn.ListTablesOfFamily(nftables.TableFamilyIPv4); err != nil {
 		d.conn.CloseLasting()
 		return nil, kernelErr("nft: list tables", err)
@@ -253,7 +247,29 @@ func (d *Dataplane) apply(ctx context.Context, cfg proxy.Config) error {
 	}
 	d.synced, d.dirty, d.hints, d.hintBE = true, false, nil, nil
 	d.settle(wasClean, g0, c0, gok)
+	d.startMonitor()
 	return refused
+}
+
+// startMonitor starts the change monitor once, after the first sync. Had it
+// listened during that sync, the kernel would have built a notification for
+// each of the elements written (121,000 at 10,000 services × 10 backends)
+// and the monitor read them all back (50 MB allocated at start-up, most of
+// them dropped as ENOBUFS anyway): for nothing, as the monitor vouches only
+// for commits after the kernel equalled the model, which a sync ends with.
+func (d *Dataplane) startMonitor() {
+	if d.monTried {
+		return
+	}
+	d.monTried = true
+	m, err := newMonitor(d.opts.NetNS, d.opts.Table, d.portid.Load)
+	if err != nil {
+		// Without it the generation gate still works; foreign commits to
+		// other tables then cost a full read.
+		d.opts.Log.Warn("nft: no change monitor; resyncs read back after any nf_tables commit", "err", err)
+		return
+	}
+	d.mon = m
 }
 
 // Resync implements proxy.Dataplane: it reads the table back and repairs
