@@ -159,20 +159,29 @@ func (p *fastParser) flowMapping() (any, bool) {
 		if m[k], ok = p.flowValue(); !ok {
 			return nil, false
 		}
-		p.skipSpaces()
-		if p.i == len(p.s) {
-			return nil, false
-		}
-		switch p.s[p.i] {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
-			return m, true
-		default:
-			return nil, false
+		if done, ok := p.separator('}'); !ok || done {
+			return m, ok
 		}
 	}
+}
+
+// separator reads what follows a flow collection's entry: ',' (more
+// follow) or the closing bracket (done); anything else — the line's end, a
+// ':' after a sequence entry (a pair in a sequence) — is not for fastItems.
+func (p *fastParser) separator(closing byte) (done, ok bool) {
+	p.skipSpaces()
+	if p.i == len(p.s) {
+		return false, false
+	}
+	switch p.s[p.i] {
+	case ',':
+		p.i++
+		return false, true
+	case closing:
+		p.i++
+		return true, true
+	}
+	return false, false
 }
 
 func (p *fastParser) flowSequence() (any, bool) {
@@ -189,18 +198,8 @@ func (p *fastParser) flowSequence() (any, bool) {
 			return nil, false
 		}
 		l = append(l, v)
-		p.skipSpaces()
-		if p.i == len(p.s) {
-			return nil, false
-		}
-		switch p.s[p.i] {
-		case ',':
-			p.i++
-		case ']':
-			p.i++
-			return l, true
-		default:
-			return nil, false // ':' (a pair in a sequence) and the rest
+		if done, ok := p.separator(']'); !ok || done {
+			return l, ok
 		}
 	}
 }
