@@ -29,7 +29,7 @@ type result struct {
 	Package string `json:"package"`
 	Test    string `json:"test"` // "" for the package itself
 	Action  string `json:"action"`
-	Reason  string `json:"reason,omitempty"` // the skip message, for skips
+	Reason  string `json:"reason,omitempty"` // for skips the skip message; for failed tests what they printed (failReason)
 }
 
 // Plain `-test.v` lines, for the guest suite whose test binaries run inside
@@ -82,6 +82,9 @@ func (r *reporter) event(e event) {
 		res := result{Target: r.target, Package: e.Package, Test: e.Test, Action: e.Action}
 		if e.Action == "skip" {
 			res.Reason = skipReason(r.buf[k])
+		}
+		if e.Action == "fail" && e.Test != "" {
+			res.Reason = failReason(r.buf[k])
 		}
 		if e.Test == "" && e.Action == "skip" {
 			break // "no test files": a package, not a test
@@ -172,6 +175,57 @@ func isPackageLine(s string) bool {
 		strings.HasPrefix(s, "panic:") || strings.HasPrefix(s, "--- FAIL")
 }
 
+// failLineRE is a line a test printed through t.Log/t.Error/t.Fatal: the
+// file:line prefix the testing package adds, then the message's first line.
+var failLineRE = regexp.MustCompile(`^\s+[\w.-]+\.go:\d+: (.*)`)
+
+// Bounds of what a failure's summary repeats: enough to name why, little
+// enough to stay in the tail of a CI log that shows only its last lines.
+const (
+	failMaxLines = 6
+	failMaxChars = 300
+)
+
+// failReason is what a failed test printed through the testing package,
+// figures left out: its t.Fatal/t.Error messages (and t.Log lines, which
+// test2json does not tell apart), first line of each, in order.
+func failReason(out []string) string {
+	var msgs []string
+	for _, l := range out {
+		m := failLineRE.FindStringSubmatch(strings.TrimRight(l, "\n"))
+		if m == nil || isFigure(l) {
+			continue
+		}
+		msg := m[1]
+		if len(msg) > failMaxChars {
+			msg = msg[:failMaxChars] + "…"
+		}
+		msgs = append(msgs, msg)
+		if len(msgs) == failMaxLines {
+			break
+		}
+	}
+	return strings.Join(msgs, "\n")
+}
+
+// failMessages repeats, under a failed test in the summary, why it and each
+// failed subtest failed, so the reason is in the last lines of a long run
+// (where CI excerpts stop) and not only far above, before the cleanup's
+// logs.
+func (r *reporter) failMessages(top result) string {
+	var b strings.Builder
+	for _, res := range r.results {
+		if res.Package != top.Package || res.Action != "fail" || res.Reason == "" ||
+			(res.Test != top.Test && !strings.HasPrefix(res.Test, top.Test+"/")) {
+			continue
+		}
+		for _, m := range strings.Split(res.Reason, "\n") {
+			fmt.Fprintf(&b, "\n        %s: %s", res.Test, m)
+		}
+	}
+	return b.String()
+}
+
 // skipReason is the message a skipped test printed (the text after the
 // file:line of its t.Skip).
 func skipReason(out []string) string {
@@ -211,7 +265,7 @@ func (r *reporter) summarize(saveDir string) error {
 			pass++
 		case "fail":
 			fail++
-			failures = append(failures, res.Test+" ("+res.Package+")")
+			failures = append(failures, res.Test+" ("+res.Package+")"+r.failMessages(res))
 		case "skip":
 			skip++
 			if why, ok := r.allow.allowed(res.Test); ok {

@@ -199,3 +199,38 @@ func TestReadAllowNeedsReason(t *testing.T) {
 		t.Fatalf("%v %v", a, err)
 	}
 }
+
+// A failed subtest's message comes after the daemon logs its cleanup prints
+// and long before the run's end: the summary repeats it, under the failed
+// test, as the last lines of the target's output (where a CI excerpt of the
+// tail still shows it). Figures are left out.
+func TestReportRepeatsFailureReasonInSummary(t *testing.T) {
+	in := `{"Action":"run","Package":"p","Test":"TestF"}
+{"Action":"run","Package":"p","Test":"TestF/a"}
+{"Action":"output","Package":"p","Test":"TestF/a","Output":"    f_test.go:10: MEASURED kept=100/100\n"}
+{"Action":"pass","Package":"p","Test":"TestF/a"}
+{"Action":"run","Package":"p","Test":"TestF/b"}
+{"Action":"output","Package":"p","Test":"TestF/b","Output":"    f_test.go:10: MEASURED kept=3/100\n"}
+{"Action":"output","Package":"p","Test":"TestF/b","Output":"    f_test.go:20: not settled in 60 s: last unmet: a stream not flowing\n"}
+{"Action":"output","Package":"p","Test":"TestF/b","Output":"    f_test.go:30: gw1 log (tail):\n"}
+{"Action":"output","Package":"p","Test":"TestF/b","Output":"        time=... level=INFO msg=\"stopped\"\n"}
+{"Action":"fail","Package":"p","Test":"TestF/b"}
+{"Action":"fail","Package":"p","Test":"TestF"}
+{"Action":"fail","Package":"p"}
+`
+	var out bytes.Buffer
+	if err := report(strings.NewReader(in), &out, "test-x", true, allowlist{}, ""); !errors.Is(err, errFailed) {
+		t.Fatalf("err %v, want errFailed", err)
+	}
+	s := out.String()
+	tail := s[strings.Index(s, "== test-x:"):]
+	want := "    FAILED: TestF (p)\n" +
+		"        TestF/b: not settled in 60 s: last unmet: a stream not flowing\n" +
+		"        TestF/b: gw1 log (tail):\n"
+	if !strings.Contains(tail, want) {
+		t.Errorf("summary lacks\n%s\ngot:\n%s", want, tail)
+	}
+	if strings.Contains(tail, "kept=") || strings.Contains(tail, "TestF/a") {
+		t.Errorf("summary repeats a figure or a passing subtest:\n%s", tail)
+	}
+}
