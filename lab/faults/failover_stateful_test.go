@@ -67,7 +67,6 @@ func (c sfCase) name() string {
 var (
 	sfVIP4, sfVIP6 = netip.MustParseAddr("198.51.100.100"), netip.MustParseAddr("2001:db8:c::100")
 	sfSrc4, sfSrc6 = netip.MustParseAddr("10.0.1.250"), netip.MustParseAddr("fd00:1::fa")
-	sfGroup        = netip.MustParseAddr("225.0.0.50")
 )
 
 const (
@@ -103,8 +102,21 @@ type sfGateway struct {
 	mac1  net.HardwareAddr // on the backend segment
 }
 
-func (g *sfGateway) conntrackdConf() string {
-	return statesync.ConfPath(filepath.Join(g.dir, "state", "conntrackd"))
+// conntrackdConf is the configuration of g's conntrackd paired with peer
+// (one per peer: statesync.Mesh), found as the daemon finds its port.
+func (g *sfGateway) conntrackdConf(peer *sfGateway, n int) (string, error) {
+	var peers []netip.Addr
+	for j := 1; j <= n; j++ {
+		if j != g.i {
+			peers = append(peers, sfSync4(j).Addr())
+		}
+	}
+	ports, err := statesync.PairPorts(sfSync4(g.i).Addr(), peers, 3780)
+	if err != nil {
+		return "", err
+	}
+	port := ports[slices.Index(peers, sfSync4(peer.i).Addr())]
+	return statesync.ConfPath(statesync.LinkDir(filepath.Join(g.dir, "state", "conntrackd"), port)), nil
 }
 
 // owns: the daemon's last word about addr was "owning VIP".
@@ -137,19 +149,19 @@ func sfConfig(c sfCase, g *sfGateway, n int) string {
 		}
 		backends = append(backends, fmt.Sprintf("{address: %q}", a.String()))
 	}
-	var join []string
+	var join, peers []string
 	for j := 1; j <= n; j++ {
 		if j != g.i {
 			join = append(join, fmt.Sprintf("%q", sfFront4(j).Addr().String()+":7946"))
+			peers = append(peers, sfSync4(j).Addr().String())
 		}
 	}
 	sync := ""
-	if c.sync {
-		if n == 2 {
-			sync = fmt.Sprintf("stateSync:\n  conntrackd:\n    interface: eth2\n    peer: %s\n", sfSync4(3-g.i).Addr())
-		} else {
-			sync = fmt.Sprintf("stateSync:\n  conntrackd:\n    interface: eth2\n    multicastGroup: %s\n", sfGroup)
-		}
+	switch {
+	case c.sync && n == 2:
+		sync = fmt.Sprintf("stateSync:\n  conntrackd:\n    interface: eth2\n    peer: %s\n", peers[0])
+	case c.sync:
+		sync = fmt.Sprintf("stateSync:\n  conntrackd:\n    interface: eth2\n    peers: [%s]\n", strings.Join(peers, ", "))
 	}
 	return fmt.Sprintf(`pools:
   - name: seg
@@ -429,9 +441,14 @@ func sfRun(t *testing.T, exe string, c sfCase) {
 				if g == o || !g.running() {
 					continue
 				}
-				// The external cache holds the gateways' own connections
-				// too (memberlist's): count the streams' entries.
-				out, err := exec.Command("conntrackd", "-C", g.conntrackdConf(), "-e", "ct").Output()
+				// The external cache of g's channel with the owner; it
+				// holds the gateways' own connections too (memberlist's):
+				// count the streams' entries.
+				conf, err := g.conntrackdConf(o, c.gateways)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out, err := exec.Command("conntrackd", "-C", conf, "-e", "ct").Output()
 				n := 0
 				for _, l := range strings.Split(string(out), "\n") {
 					if strings.Contains(l, "dst="+vip.String()+" ") && strings.Contains(l, " dport=80 ") {

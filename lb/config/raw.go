@@ -103,12 +103,13 @@ type rawStateSync struct {
 }
 
 type rawConntrackd struct {
-	Interface      string `json:"interface"`
-	Address        string `json:"address"`
-	Peer           string `json:"peer"`
-	MulticastGroup string `json:"multicastGroup"`
-	Port           int64  `json:"port"`
-	Binary         string `json:"binary"`
+	Interface      string   `json:"interface"`
+	Address        string   `json:"address"`
+	Peer           string   `json:"peer"`
+	Peers          []string `json:"peers"`
+	MulticastGroup string   `json:"multicastGroup"`
+	Port           int64    `json:"port"`
+	Binary         string   `json:"binary"`
 }
 
 type rawMembers struct {

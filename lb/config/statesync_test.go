@@ -21,16 +21,16 @@ stateSync:
     peer: 10.0.0.2
 `, nil)
 	ct := cfg.StateSync.Conntrackd
-	if ct == nil || ct.Interface != "eth2" || ct.Peer != netip.MustParseAddr("10.0.0.2") || ct.Port != DefaultConntrackdPort ||
-		ct.Binary != DefaultConntrackdBinary || ct.Address.IsValid() || ct.MulticastGroup.IsValid() {
+	if ct == nil || ct.Interface != "eth2" || len(ct.Peers) != 1 || ct.Peers[0] != netip.MustParseAddr("10.0.0.2") || ct.Port != DefaultConntrackdPort ||
+		ct.Binary != DefaultConntrackdBinary || ct.Address.IsValid() {
 		t.Fatalf("conntrackd = %+v", ct)
 	}
 	l2 := cfg.Announce.L2
 	if len(l2.SourceAddresses) != 2 || l2.SourceAddresses[1] != netip.MustParseAddr("2001:db8:1::fa") || l2.SourceInterface != "eth1" {
 		t.Fatalf("l2 = %+v", l2)
 	}
-	cfg = mustParse(t, pool+stateSyncL2+"stateSync: {conntrackd: {interface: eth2, multicastGroup: 225.0.0.50, port: 3800, address: 10.0.0.1}}\n", nil)
-	if ct := cfg.StateSync.Conntrackd; ct.MulticastGroup != netip.MustParseAddr("225.0.0.50") || ct.Port != 3800 {
+	cfg = mustParse(t, pool+stateSyncL2+"stateSync: {conntrackd: {interface: eth2, peers: [10.0.0.2, 10.0.0.3], port: 3800, address: 10.0.0.1}}\n", nil)
+	if ct := cfg.StateSync.Conntrackd; len(ct.Peers) != 2 || ct.Peers[1] != netip.MustParseAddr("10.0.0.3") || ct.Port != 3800 {
 		t.Fatalf("conntrackd = %+v", ct)
 	}
 	if cfg := mustParse(t, pool, nil); cfg.StateSync.Conntrackd != nil {
@@ -44,18 +44,28 @@ func TestStateSyncErrors(t *testing.T) {
 		yaml string
 		want []want
 	}{
-		{"no channel", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2}}\n",
-			[]want{{"stateSync.conntrackd.peer", "required: the other gateway's address"}}},
-		{"both channels", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2, multicastGroup: 225.0.0.50}}\n",
-			[]want{{"stateSync.conntrackd.peer", `"10.0.0.2": set peer (unicast, two gateways) or multicastGroup, not both`}}},
+		{"no peer", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2}}\n",
+			[]want{{"stateSync.conntrackd.peers", "required: the other gateways' addresses"}}},
+		{"peer and peers", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2, peers: [10.0.0.3]}}\n",
+			[]want{{"stateSync.conntrackd.peer", `"10.0.0.2": set peer (two gateways) or peers, not both`}}},
+		{"multicast group", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, multicastGroup: 225.0.0.50}}\n",
+			[]want{{"stateSync.conntrackd.multicastGroup", `"225.0.0.50": is no longer supported: conntrackd tracks one message sequence per channel`}}},
 		{"peer multicast", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peer: 225.0.0.1}}\n",
-			[]want{{"stateSync.conntrackd.peer", `"225.0.0.1": want the other gateway's unicast address`}}},
-		{"group unicast", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, multicastGroup: 10.0.0.9}}\n",
-			[]want{{"stateSync.conntrackd.multicastGroup", `"10.0.0.9": want an IPv4 multicast group`}}},
-		{"group v6", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, multicastGroup: \"ff02::50\"}}\n",
-			[]want{{"stateSync.conntrackd.multicastGroup", `"ff02::50": want an IPv4 multicast group`}}},
+			[]want{{"stateSync.conntrackd.peer", `"225.0.0.1": want another gateway's unicast address`}}},
+		{"peers multicast", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peers: [10.0.0.2, 225.0.0.1]}}\n",
+			[]want{{"stateSync.conntrackd.peers[1]", `"225.0.0.1": want another gateway's unicast address`}}},
+		{"peer twice", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peers: [10.0.0.2, 10.0.0.3, 10.0.0.2]}}\n",
+			[]want{{"stateSync.conntrackd.peers[2]", `"10.0.0.2": listed twice (also stateSync.conntrackd.peers[0])`}}},
+		{"own address", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, address: 10.0.0.1, peers: [10.0.0.2, 10.0.0.1]}}\n",
+			[]want{{"stateSync.conntrackd.peers[1]", `"10.0.0.1": is this gateway's own address`}}},
+		{"peers families", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peers: [10.0.0.2, \"fd00::3\"]}}\n",
+			[]want{{"stateSync.conntrackd.peers[1]", `"fd00::3": is not of the family of stateSync.conntrackd.peers[0] 10.0.0.2`}}},
+		{"bad peers item", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peers: [10.0.0.2, gw3]}}\n",
+			[]want{{"stateSync.conntrackd.peers[1]", `"gw3": not an IP address`}}},
+		{"port too high for the pairs", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, port: 65535, peers: [10.0.0.2, 10.0.0.3]}}\n",
+			[]want{{"stateSync.conntrackd.port", `"65535": too high for 3 gateways: the 3 pairs use ports 65535 and up`}}},
 		{"address family", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2, address: \"fd00::1\"}}\n",
-			[]want{{"stateSync.conntrackd.address", `"fd00::1": is not of the family of peer 10.0.0.2`}}},
+			[]want{{"stateSync.conntrackd.address", `"fd00::1": is not of the family of stateSync.conntrackd.peer 10.0.0.2`}}},
 		{"bad peer", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peer: gw2}}\n",
 			[]want{{"stateSync.conntrackd.peer", `"gw2": not an IP address`}}},
 		{"no interface", stateSyncL2 + "stateSync: {conntrackd: {peer: 10.0.0.2}}\n",
@@ -66,8 +76,8 @@ func TestStateSyncErrors(t *testing.T) {
 			[]want{{"stateSync.conntrackd", "needs announce.l2"}}},
 		{"ipvs", stateSyncL2 + "dataplane: {mode: ipvs}\nstateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2}}\n",
 			[]want{{"stateSync.conntrackd", "dataplane.mode is ipvs"}}},
-		{"unknown field", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peers: [10.0.0.2]}}\n",
-			[]want{{"stateSync.conntrackd.peers", `did you mean "peer"?`}}},
+		{"unknown field", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peerz: [10.0.0.2]}}\n",
+			[]want{{"stateSync.conntrackd.peerz", `unknown field (did you mean "peer`}}},
 		{"source in pool", pool + "announce: {l2: {interface: eth0, sourceAddresses: [192.0.2.7]}}\n",
 			[]want{{"announce.l2.sourceAddresses[0]", `"192.0.2.7": inside pool "p" (192.0.2.0/24)`}}},
 		{"two sources of a family", "announce: {l2: {interface: eth0, sourceAddresses: [198.51.100.1, 198.51.100.2]}}\n",

@@ -18,9 +18,12 @@ type Options struct {
 	// Interface is the sync link; Address this gateway's address on it.
 	Interface string
 	Address   netip.Addr
-	// Peer (unicast UDP, one destination) or Group (IPv4 multicast).
-	Peer, Group netip.Addr
-	Port        uint16
+	// Peer is the other end of this conntrackd's channel (unicast UDP:
+	// FTFW acknowledges and resends between two ends; a Mesh runs one
+	// conntrackd per peer for more gateways).
+	Peer netip.Addr
+	// Port is the channel's UDP port, the same at both ends (PairPorts).
+	Port uint16
 	// Ignore lists addresses whose connections are not synced (loopback
 	// and the sync link's own address are always ignored).
 	Ignore []netip.Addr
@@ -36,8 +39,8 @@ func ConfPath(dir string) string   { return filepath.Join(dir, "conntrackd.conf"
 func SocketPath(dir string) string { return filepath.Join(dir, "conntrackd.ctl") }
 func LockPath(dir string) string   { return filepath.Join(dir, "conntrackd.lock") }
 
-// Render generates conntrackd.conf: FTFW over unicast UDP or multicast on
-// the named link, the control socket and lock file in Dir, connections of
+// Render generates conntrackd.conf: FTFW over unicast UDP on the named
+// link, the control socket and lock file in Dir, connections of
 // TCP, UDP and SCTP synced except those of loopback and the sync link
 // itself. Systemd is off: conntrackd must not tell systemd it is ready in
 // edgelb's name (it runs under edgelb's unit). LogFile and Syslog are off:
@@ -57,36 +60,23 @@ func Render(o Options) (string, error) {
 	w("\t\tACKWindowSize 100")
 	w("\t\tResendQueueSize 131072")
 	w("\t}")
-	switch {
-	case o.Group.IsValid():
-		if !o.Group.Is4() || !o.Group.IsMulticast() || !o.Address.Is4() {
-			return "", fmt.Errorf("%w: multicast group %s needs an IPv4 group and an IPv4 address (have %s)", ErrOptions, o.Group, o.Address)
-		}
-		w("\tMulticast {")
-		w("\t\tIPv4_address %s", o.Group)
-		w("\t\tGroup %d", o.Port)
-		w("\t\tIPv4_interface %s", o.Address)
-		w("\t\tInterface %s", o.Interface)
-		w("\t\tChecksum on")
-		w("\t}")
-	case o.Peer.IsValid():
-		if o.Peer.Is4() != o.Address.Is4() {
-			return "", fmt.Errorf("%w: peer %s and address %s are of different families", ErrOptions, o.Peer, o.Address)
-		}
-		v := "IPv4"
-		if !o.Peer.Is4() {
-			v = "IPv6"
-		}
-		w("\tUDP {")
-		w("\t\t%s_address %s", v, o.Address)
-		w("\t\t%s_Destination_Address %s", v, o.Peer)
-		w("\t\tPort %d", o.Port)
-		w("\t\tInterface %s", o.Interface)
-		w("\t\tChecksum on")
-		w("\t}")
-	default:
-		return "", fmt.Errorf("%w: a peer or a multicast group is required", ErrOptions)
+	if !o.Peer.IsValid() {
+		return "", fmt.Errorf("%w: a peer is required", ErrOptions)
 	}
+	if o.Peer.Is4() != o.Address.Is4() {
+		return "", fmt.Errorf("%w: peer %s and address %s are of different families", ErrOptions, o.Peer, o.Address)
+	}
+	v := "IPv4"
+	if !o.Peer.Is4() {
+		v = "IPv6"
+	}
+	w("\tUDP {")
+	w("\t\t%s_address %s", v, o.Address)
+	w("\t\t%s_Destination_Address %s", v, o.Peer)
+	w("\t\tPort %d", o.Port)
+	w("\t\tInterface %s", o.Interface)
+	w("\t\tChecksum on")
+	w("\t}")
 	w("}")
 	w("General {")
 	w("\tSystemd off")
@@ -129,8 +119,5 @@ func Render(o Options) (string, error) {
 
 // channel describes the sync channel for the status.
 func (o Options) channel() (string, []string) {
-	if o.Group.IsValid() {
-		return fmt.Sprintf("multicast %s:%d on %s from %s", o.Group, o.Port, o.Interface, o.Address), []string{o.Group.String()}
-	}
 	return fmt.Sprintf("udp %s → %s:%d on %s", o.Address, o.Peer, o.Port, o.Interface), []string{o.Peer.String()}
 }

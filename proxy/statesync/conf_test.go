@@ -24,14 +24,6 @@ func TestRenderUnicast(t *testing.T) {
 	golden(t, "testdata/unicast.conf", got)
 }
 
-func TestRenderMulticast(t *testing.T) {
-	got, err := Render(Options{Dir: "/run/edgelb/conntrackd", Interface: "eth2", Address: a4("10.0.0.1"), Group: a4("225.0.0.50"), Port: 3780})
-	if err != nil {
-		t.Fatal(err)
-	}
-	golden(t, "testdata/multicast.conf", got)
-}
-
 func TestRenderIPv6Peer(t *testing.T) {
 	got, err := Render(Options{Dir: "/d", Interface: "eth2", Address: a4("fd00::1"), Peer: a4("fd00::2"), Port: 3780})
 	if err != nil {
@@ -49,8 +41,6 @@ func TestRenderRefuses(t *testing.T) {
 		"no channel":      {Dir: "/d", Interface: "e", Address: a4("10.0.0.1"), Port: 1},
 		"no address":      {Dir: "/d", Interface: "e", Peer: a4("10.0.0.2"), Port: 1},
 		"mixed families":  {Dir: "/d", Interface: "e", Address: a4("10.0.0.1"), Peer: a4("fd00::2"), Port: 1},
-		"v6 group":        {Dir: "/d", Interface: "e", Address: a4("fd00::1"), Group: a4("ff05::50"), Port: 1},
-		"unicast group":   {Dir: "/d", Interface: "e", Address: a4("10.0.0.1"), Group: a4("10.0.0.9"), Port: 1},
 		"no port":         {Dir: "/d", Interface: "e", Address: a4("10.0.0.1"), Peer: a4("10.0.0.2")},
 		"no runtime dir ": {Interface: "e", Address: a4("10.0.0.1"), Peer: a4("10.0.0.2"), Port: 1},
 	} {

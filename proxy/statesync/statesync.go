@@ -93,7 +93,7 @@ func Restart(primary bool) []Step {
 // Status is the state of the sync.
 type Status struct {
 	Kind    string `json:"kind"`    // "conntrackd", "fake"
-	Channel string `json:"channel"` // "udp 10.0.0.1 → 10.0.0.2:3780", "multicast 225.0.0.50:3780 on eth1"
+	Channel string `json:"channel"` // "udp 10.0.0.1 → 10.0.0.2:3780 on eth2"; a mesh joins its links' with ", "
 	Running bool   `json:"running"`
 	PID     int    `json:"pid,omitempty"`
 	// Restarts counts conntrackd starts after the first.
@@ -108,6 +108,10 @@ type Status struct {
 	// LastTakeover is when the last Gaining ran and how long its steps took.
 	LastTakeover     time.Time     `json:"lastTakeover,omitzero"`
 	LastTakeoverTook time.Duration `json:"lastTakeoverNs,omitempty"`
+	// Links are a Mesh's channels, one per peer, each with its own status
+	// (Links empty for a single conntrackd); the fields above sum their
+	// counters, and PeerSilence is the longest silence of any peer.
+	Links []Status `json:"links,omitempty"`
 	// PeerSilence is how long no sync packet has arrived from any peer
 	// (FTFW peers send one at least every second, an alive message when
 	// idle). It is measured between reads of the counters, so it is exact

@@ -62,15 +62,11 @@ func newDataplane(cfg *config.Config, log *slog.Logger) (proxy.Dataplane, proxy.
 		if l2 := cfg.Announce.L2; l2 != nil {
 			opts.SourceAddresses = l2.SourceAddresses
 		}
-		// Two gateways syncing over unicast (FTFW's designed case: every
-		// message acknowledged or resent) need only a connection's
-		// established state and its end: conntrackd gets two events a
-		// connection, not eight. Not over multicast to three or more: a
-		// message one receiver missed after another acknowledged it is gone,
-		// and with every event the next one repairs it (with two events a
-		// backup kept 98 of 100 streams for good, in 1 of 4 runs of lab/faults
-		// gw3/nat/v6/on).
-		opts.SyncEvents = cfg.StateSync.Conntrackd != nil && cfg.StateSync.Conntrackd.Peer.IsValid()
+		// Every sync channel is FTFW over unicast between two gateways (a
+		// conntrackd per peer): each message is acknowledged or resent, so
+		// a connection's established state and its end suffice —
+		// conntrackd gets two events a connection, not eight.
+		opts.SyncEvents = cfg.StateSync.Conntrackd != nil
 		dp, err := nft.New(opts)
 		if err != nil {
 			return nil, nil, nil, err

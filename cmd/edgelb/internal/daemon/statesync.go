@@ -16,8 +16,9 @@ import (
 	"github.com/edgelb/edgelb/proxy/statesync"
 )
 
-// newStateSync starts conntrackd when stateSync.conntrackd is configured
-// (nil, nil otherwise); its files live in <state.dir>/conntrackd.
+// newStateSync starts one conntrackd per peer when stateSync.conntrackd is
+// configured (nil, nil otherwise); their files live in
+// <state.dir>/conntrackd/<port>.
 func newStateSync(cfg *config.Config, log *slog.Logger, reg prometheus.Registerer) (statesync.Syncer, error) {
 	c := cfg.StateSync.Conntrackd
 	if c == nil {
@@ -25,15 +26,15 @@ func newStateSync(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 	}
 	addr := c.Address
 	if !addr.IsValid() {
-		want4 := !c.Peer.IsValid() || c.Peer.Is4()
+		want4 := c.Peers[0].Is4()
 		var err error
 		if addr, err = firstAddrOn(c.Interface, want4); err != nil {
 			return nil, fmt.Errorf("stateSync.conntrackd.address not set and %w", err)
 		}
 	}
-	s, err := statesync.Start(statesync.Options{Binary: c.Binary, Dir: filepath.Join(cfg.State.Dir, "conntrackd"),
-		Interface: c.Interface, Address: addr, Peer: c.Peer, Group: c.MulticastGroup, Port: c.Port,
-		Ignore: ownAddrs(), SetSysctls: cfg.Dataplane.SetSysctls}, log)
+	s, err := statesync.StartMesh(statesync.Options{Binary: c.Binary, Dir: filepath.Join(cfg.State.Dir, "conntrackd"),
+		Interface: c.Interface, Address: addr, Port: c.Port,
+		Ignore: ownAddrs(), SetSysctls: cfg.Dataplane.SetSysctls}, c.Peers, log)
 	if err != nil {
 		return nil, err
 	}
@@ -84,8 +85,8 @@ func firstAddrOn(ifname string, want4 bool) (netip.Addr, error) {
 }
 
 // syncReporter shows the sync beside the announcers (REST
-// /api/v1/status/announcers and the page): one row for conntrackd, one per
-// configured peer or group.
+// /api/v1/status/announcers and the page): one row for conntrackd (the
+// links' counters summed), one per peer with its own channel's.
 type syncReporter struct{ s statesync.Syncer }
 
 func (r syncReporter) Status() announce.Status {
@@ -107,8 +108,16 @@ func (r syncReporter) Status() announce.Status {
 		self.Detail += fmt.Sprintf("; last takeover %s (steps took %s)", st.LastTakeover.Format("15:04:05"), st.LastTakeoverTook.Round(1e5))
 	}
 	out.Peers = append(out.Peers, self)
-	for _, p := range st.Peers {
-		out.Peers = append(out.Peers, announce.PeerState{Name: "sync peer", Address: p, State: state})
+	for _, l := range st.Links {
+		ls := "stopped"
+		if l.Running {
+			ls = "running"
+		}
+		for _, p := range l.Peers {
+			out.Peers = append(out.Peers, announce.PeerState{Name: "sync peer", Address: p, State: ls,
+				Detail: fmt.Sprintf("%s; %d synced connections; %d sent, %d received sync packets; %d unacknowledged; last sync packet %s ago; %d restarts",
+					l.Channel, l.Stats.External, l.Stats.SentPackets, l.Stats.RecvPackets, l.Stats.Unacked, l.PeerSilence.Round(time.Second), l.Restarts)})
+		}
 	}
 	return out
 }
@@ -120,7 +129,7 @@ type syncCollector struct{ s statesync.Syncer }
 var (
 	syncUp       = prometheus.NewDesc("edgelb_statesync_up", "1 when conntrackd is running.", nil, nil)
 	syncPrimary  = prometheus.NewDesc("edgelb_statesync_primary", "1 when this gateway owns VIPs (conntrackd primary), 0 backup.", nil, nil)
-	syncPeers    = prometheus.NewDesc("edgelb_statesync_peers", "Configured sync destinations (peer or multicast group).", nil, nil)
+	syncPeers    = prometheus.NewDesc("edgelb_statesync_peers", "Configured sync peers (a conntrackd each).", nil, nil)
 	syncEntries  = prometheus.NewDesc("edgelb_statesync_entries", "Connections in conntrackd's caches: internal (this gateway's), external (received).", []string{"cache"}, nil)
 	syncPackets  = prometheus.NewDesc("edgelb_statesync_packets_total", "Sync packets sent and received.", []string{"direction"}, nil)
 	syncNetErrs  = prometheus.NewDesc("edgelb_statesync_network_errors_total", "Sync packets that failed to send or receive.", []string{"direction"}, nil)
@@ -135,7 +144,7 @@ var (
 	syncDropped = prometheus.NewDesc("edgelb_statesync_resend_dropped_total",
 		"Sync messages dropped because the resend queue was full (a peer needs a resync).", nil, nil)
 	syncSilence = prometheus.NewDesc("edgelb_statesync_peer_silence_seconds",
-		"Seconds since a read of the counters last saw a sync packet arrive from a peer (exact to the scrape interval).", nil, nil)
+		"Seconds since a read of the counters last saw a sync packet arrive from a peer, the most silent peer's (exact to the scrape interval).", nil, nil)
 )
 
 func (c *syncCollector) Describe(ch chan<- *prometheus.Desc) {
