@@ -23,7 +23,7 @@ type StateSync struct {
 // each other gateway, on a link the operator names (proxy/statesync runs a
 // conntrackd per peer: FTFW acknowledges and resends per pair, and
 // conntrackd tracks one sequence per channel, so a channel shared by three
-// senders drops messages — see MaxConntrackdPeers' README).
+// senders drops messages: proxy/statesync/README.md).
 type Conntrackd struct {
 	// Interface carries the sync traffic (a dedicated link is best).
 	Interface string

@@ -8,8 +8,9 @@
 // kernel; after it gave up its last VIP, it asks for a resync and lets its
 // own stale entries expire.
 //
-// Syncer is the declarative interface the announcer drives; Conntrackd is the
-// real one (a supervised conntrackd), Fake records a transcript. Both take
+// Syncer is the declarative interface the announcer drives; Mesh is the real
+// one (a supervised Conntrackd per peer, each a channel between two
+// gateways), Fake records a transcript. Both take
 // their steps from the same pure functions (Takeover, Release, Restart).
 package statesync
 
