@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"testing"
+	"time"
 )
 
 func TestPairPortsThreeGateways(t *testing.T) {
@@ -107,5 +108,39 @@ func TestPairPortsRefuses(t *testing.T) {
 		if _, err := PairPorts(tc.self, tc.peers, tc.base); !errors.Is(err, ErrOptions) {
 			t.Errorf("%s: %v, want ErrOptions", name, err)
 		}
+	}
+}
+
+// The mesh's status is its links' summed: the internal cache is one table
+// seen by every link (its largest count, not the sum), the peer silence the
+// most silent peer's, the role primary if any link is one, running only if
+// every link is; each link stays visible in Links.
+func TestMeshStatusSumsLinks(t *testing.T) {
+	self := a4("10.0.0.1")
+	link := func(peer string, port uint16, running bool, owned int, st Stats, silence time.Duration) *Conntrackd {
+		o := Options{Interface: "eth2", Address: self, Peer: a4(peer), Port: port}
+		c := &Conntrackd{opts: o, running: running, owned: owned, stats: st, statsAt: time.Now(),
+			heardAt: time.Now().Add(-silence), starts: 2}
+		return c
+	}
+	m := &Mesh{links: []*Conntrackd{
+		link("10.0.0.2", 3780, true, 1, Stats{Internal: 100, External: 7, SentPackets: 50, RecvPackets: 5, Unacked: 3, Lost: 1}, 0),
+		link("10.0.0.3", 3781, false, 1, Stats{Internal: 98, External: 2, SentPackets: 40, RecvPackets: 4, Unacked: 4}, 12*time.Second),
+	}}
+	st := m.Status()
+	if st.Running || st.Role != "primary" || st.Restarts != 2 {
+		t.Errorf("running %v role %q restarts %d, want false primary 2", st.Running, st.Role, st.Restarts)
+	}
+	if s := st.Stats; s.Internal != 100 || s.External != 9 || s.SentPackets != 90 || s.RecvPackets != 9 || s.Unacked != 7 || s.Lost != 1 {
+		t.Errorf("stats %+v", s)
+	}
+	if st.PeerSilence < 11*time.Second || st.PeerSilence > 13*time.Second {
+		t.Errorf("silence %v, want the silent peer's ~12 s", st.PeerSilence)
+	}
+	if len(st.Links) != 2 || st.Links[1].Peers[0] != "10.0.0.3" || st.Links[1].Running || len(st.Peers) != 2 {
+		t.Errorf("links %+v peers %v", st.Links, st.Peers)
+	}
+	if want := "udp 10.0.0.1 → 10.0.0.2:3780 on eth2, udp 10.0.0.1 → 10.0.0.3:3781 on eth2"; st.Channel != want {
+		t.Errorf("channel %q, want %q", st.Channel, want)
 	}
 }
