@@ -6,6 +6,7 @@ import (
 	"net/netip"
 
 	"github.com/edgelb/edgelb/lb"
+	"github.com/edgelb/edgelb/proxy/statesync"
 )
 
 // StateSync copies connection state between the gateways so that a
@@ -35,7 +36,7 @@ type Conntrackd struct {
 	Peers []netip.Addr
 	// Port is the first UDP port: the pair of the i-th and j-th of all
 	// gateways' addresses in order uses a port of its own above it
-	// (statesync.PairPort), the same at both ends.
+	// (statesync.PairPorts), the same at both ends.
 	Port uint16
 	// onePeer: the peers came as `peer:`, so errors name that field.
 	onePeer bool
@@ -150,7 +151,7 @@ func (c *Config) validateConntrackdPeers(col *collector, ct *Conntrackd) {
 	if len(ct.Peers) > MaxConntrackdPeers {
 		col.add(path+".peers", fmt.Sprint(len(ct.Peers)), "at most %d peers (each is a conntrackd process reading every conntrack event)", MaxConntrackdPeers)
 	}
-	if n := len(ct.Peers) + 1; int(ct.Port)+n*(n-1)/2-1 > 65535 {
+	if n := len(ct.Peers) + 1; statesync.LastPairPort(ct.Port, n) > 65535 {
 		col.add(path+".port", fmt.Sprint(ct.Port), "too high for %d gateways: the %d pairs use ports %d and up", n, n*(n-1)/2, ct.Port)
 	}
 	seen := map[netip.Addr]int{}

@@ -13,7 +13,7 @@ import (
 	"sync"
 )
 
-// Mesh is the sync of three or more gateways: one conntrackd per peer, each
+// Mesh is the sync of two or more gateways: one conntrackd per peer, each
 // an FTFW channel over unicast UDP between two gateways, all fed by the same
 // conntrack events. Not one multicast channel: conntrackd tracks a single
 // message sequence per channel, so with three senders on a group a receiver
@@ -46,7 +46,7 @@ func PairPorts(self netip.Addr, peers []netip.Addr, base uint16) ([]uint16, erro
 		}
 	}
 	n := len(all)
-	if int(base)+n*(n-1)/2-1 > 65535 {
+	if LastPairPort(base, n) > 65535 {
 		return nil, fmt.Errorf("%w: port %d leaves no room for the %d pairs of %d gateways", ErrOptions, base, n*(n-1)/2, n)
 	}
 	pos := func(a netip.Addr) int { i, _ := slices.BinarySearchFunc(all, a, netip.Addr.Compare); return i }
@@ -60,6 +60,10 @@ func PairPorts(self netip.Addr, peers []netip.Addr, base uint16) ([]uint16, erro
 	}
 	return out, nil
 }
+
+// LastPairPort is the highest port the pairs of n gateways use from base
+// (may exceed 65535: the caller refuses such a base).
+func LastPairPort(base uint16, n int) int { return int(base) + n*(n-1)/2 - 1 }
 
 // LinkDir is where the channel on port keeps its configuration, control
 // socket and lock file, under the mesh's dir (short: a UNIX socket path is
@@ -114,23 +118,6 @@ func (m *Mesh) Gaining(ctx context.Context, vips []netip.Addr) error {
 // Released implements Syncer.
 func (m *Mesh) Released(ctx context.Context, vips []netip.Addr, owned int) error {
 	return m.each(func(c *Conntrackd) error { return c.Released(ctx, vips, owned) })
-}
-
-// Ready returns a channel closed once every link's conntrackd answers and
-// has taken its start steps.
-func (m *Mesh) Ready() <-chan struct{} {
-	chans := make([]<-chan struct{}, len(m.links))
-	for i, c := range m.links {
-		chans[i] = c.Ready()
-	}
-	done := make(chan struct{})
-	go func() {
-		for _, ch := range chans {
-			<-ch
-		}
-		close(done)
-	}()
-	return done
 }
 
 // Status implements Syncer: the links' counters summed (the internal cache
