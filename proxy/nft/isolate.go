@@ -40,7 +40,7 @@ func (d *Dataplane) isolate(ctx context.Context, cfg proxy.Config, good []*svcSt
 	var baseOrder []proxy.Key
 	for _, st := range good {
 		if st != nil {
-			in := st.in
+			in := st.input()
 			base[st.key] = &in
 			baseOrder = append(baseOrder, st.key)
 		}
@@ -166,7 +166,9 @@ func (d *Dataplane) isolate(ctx context.Context, cfg proxy.Config, good []*svcSt
 				if d.kernelRefused == nil {
 					d.kernelRefused = map[proxy.Key]refusedChange{}
 				}
-				d.kernelRefused[k] = refusedChange{in: *c.svc, err: why, at: time.Now()}
+				in := *c.svc
+				in.Backends = slices.Clone(in.Backends) // the caller's slice may change
+				d.kernelRefused[k] = refusedChange{in: in, err: why, at: time.Now()}
 			}
 		}
 	}
@@ -198,7 +200,8 @@ func (d *Dataplane) skipRefused(cfg proxy.Config) (proxy.Config, map[proxy.Key]e
 	for _, st := range d.good {
 		if st != nil {
 			if _, ok := d.kernelRefused[st.key]; ok {
-				good[st.key] = &st.in
+				in := st.input()
+				good[st.key] = &in
 			}
 		}
 	}

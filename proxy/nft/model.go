@@ -155,7 +155,10 @@ func parsePost(name string) (post, bool) {
 // svcState is one service as programmed: the accepted input and what it
 // renders to.
 type svcState struct {
-	in   proxy.Service // as given (backends copied), for the cheap "unchanged?" test
+	// in is the service as given, its backends in inBe (packed; input.go):
+	// for the cheap "unchanged?" test and the refusal bisection.
+	in   proxy.Service
+	inBe []byte
 	key  proxy.Key
 	v6   bool
 	id   uint32 // idTag | post.idClass() | n
@@ -220,9 +223,7 @@ func (st *svcState) frontends() []frontend {
 // sameInput reports whether a service equals what was accepted before
 // (backends compared in order: a reordering re-renders, to the same elements).
 func sameInput(a, b *proxy.Service) bool {
-	if a.Name != b.Name || a.VIP != b.VIP || a.Port != b.Port || a.Protocol != b.Protocol ||
-		a.NodePort != b.NodePort || a.Scheduler != b.Scheduler || a.Affinity != b.Affinity ||
-		a.Method != b.Method || a.Family != b.Family || len(a.Backends) != len(b.Backends) {
+	if !sameFields(a, b) || len(a.Backends) != len(b.Backends) {
 		return false
 	}
 	for i := range a.Backends {
@@ -234,6 +235,13 @@ func sameInput(a, b *proxy.Service) bool {
 		}
 	}
 	return true
+}
+
+// sameFields compares everything but the backends.
+func sameFields(a, b *proxy.Service) bool {
+	return a.Name == b.Name && a.VIP == b.VIP && a.Port == b.Port && a.Protocol == b.Protocol &&
+		a.NodePort == b.NodePort && a.Scheduler == b.Scheduler && a.Affinity == b.Affinity &&
+		a.Method == b.Method && a.Family == b.Family
 }
 
 // svcError wraps err with the service's identity (its key, which the engine
@@ -249,8 +257,6 @@ func svcError(s *proxy.Service, err error) error {
 // Refusals of what nftables cannot express wrap proxy.ErrUnsupported.
 func prepare(s *proxy.Service) (*svcState, error) {
 	st := &svcState{key: s.Key()}
-	st.in = *s
-	st.in.Backends = slices.Clone(s.Backends)
 	if s.Protocol != proxy.TCP && s.Protocol != proxy.UDP {
 		return nil, svcError(s, fmt.Errorf("protocol %q: want TCP or UDP", s.Protocol))
 	}
@@ -331,6 +337,7 @@ func prepare(s *proxy.Service) (*svcState, error) {
 			elig = append(elig, cand{b.Addr, b.Weight})
 		}
 	}
+	st.keepInput(s)
 	// Sorted so the same backends in another order render the same elements.
 	slices.SortFunc(elig, func(a, b cand) int { return a.ap.Compare(b.ap) })
 	if st.pick.kind == pickMaglev {

@@ -64,7 +64,7 @@ func (d *Dataplane) plan(cfg proxy.Config) (*changes, error) {
 			}
 			old.gen = gen
 			visited++
-			if sameInput(&old.in, s) {
+			if old.sameInput(s) {
 				order[i] = old
 				continue
 			}
