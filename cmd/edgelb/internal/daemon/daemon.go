@@ -200,7 +200,8 @@ func Run(ctx context.Context, o Options) error {
 		fx.Run(runCtx, w.desired, func() {
 			notify.Ready("serving")
 			up.mark("apply")
-			log.Info("dataplane converged; ready", append([]any{"dataplane", dp.Name()}, up.fields()...)...)
+			gc := steadyGC()
+			log.Info("dataplane converged; ready", append([]any{"dataplane", dp.Name()}, append(up.fields(), "gcPercent", gc)...)...)
 			up.register(reg)
 			started.Store(true)
 		})
