@@ -11,9 +11,9 @@ import (
 // apply) and keeps the default, so it is not slowed; a ready gateway
 // allocates little (a quiet resync reads one generation number), so the
 // extra collections cost almost no CPU, and the saving is what an idle
-// gateway holds (issue 18: at 10,000 services × 10 backends the live heap
-// is ~30 MB, and with the default its RSS stood 6–7 MiB higher, read while
-// /metrics was polled; numbers in docs/performance.md).
+// gateway holds (issue 18: at 10,000 services × 10 backends, live heap
+// ~30 MB, hand runs with /metrics polled 5×/s read VmRSS 96.2–96.5 MiB
+// with GOGC=50 against 100.3–102.8 with the default).
 const steadyGCPercent = 50
 
 // steadyGC sets steadyGCPercent unless the operator chose with GOGC (the
