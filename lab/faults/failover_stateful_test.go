@@ -377,16 +377,33 @@ func sfRun(t *testing.T, exe string, c sfCase) {
 		}
 		return o
 	}
+	fos := make([]*foGateway, len(gws))
+	for i, g := range gws {
+		fos[i] = g.foGateway
+	}
+	// allUp: every daemon ready and alive to every other, and one owner for
+	// a second — the connections below are opened only once ownership is
+	// done moving (a late join moves VIPs; connections opened through the
+	// old owner in the last instant before a move are not yet in the new
+	// owner's cache when it commits it).
+	var lastOwner *sfGateway
+	var ownedSince time.Time
 	allUp := func() bool {
 		for _, g := range gws {
-			if !g.running() || !g.ready() || !strings.Contains(g.log.String(), "member alive") {
+			if !g.running() || !g.ready() || !g.seesAll(fos) {
+				lastOwner = nil
 				return false
 			}
 		}
-		return owner() != nil
+		o := owner()
+		if o == nil || o != lastOwner {
+			lastOwner, ownedSince = o, time.Now()
+			return false
+		}
+		return time.Since(ownedSince) >= time.Second
 	}
 	if !foWait(60*time.Second, allUp) {
-		t.Fatal("no steady state (every daemon ready and a member, one owner of the VIP and the source address) in 60 s")
+		t.Fatal("no steady state (every daemon ready and alive to the others, one owner of the VIP and the source address for 1 s) in 60 s")
 	}
 
 	// 100 connections through the VIP.
