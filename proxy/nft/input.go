@@ -105,7 +105,7 @@ func (st *svcState) input() proxy.Service {
 	return in
 }
 
-// sameInput reports whether s is exactly st's input (sameServices' rules,
+// sameInput reports whether s is exactly st's input (sameInput's rules,
 // against the packed backends, without unpacking them into memory).
 func (st *svcState) sameInput(s *proxy.Service) bool {
 	a := &st.in
