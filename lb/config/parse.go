@@ -111,7 +111,7 @@ func parse(data []byte, e env) (*Config, error) {
 	switch v.(type) {
 	case nil: // an empty file is a valid config of defaults
 	case map[string]any:
-		decodeValue(v, reflect.ValueOf(&raw).Elem(), "", &c)
+		decodeValue(v, reflect.ValueOf(&raw).Elem(), &fieldPath{}, &c)
 	default:
 		c.add("config", render(v), "want a mapping of sections (pools:, services:, ...) at the top level, got %s", kindOf(v))
 		return nil, c.err("")

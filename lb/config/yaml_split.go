@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"runtime"
 	"sync"
+	"unicode/utf8"
 
 	yaml "sigs.k8s.io/yaml/goyaml.v2"
 )
@@ -141,6 +142,13 @@ func topKey(t []byte) bool {
 // when the document is not split or a piece fails (the caller then parses
 // it whole, for the same values or the same error).
 func decodeYAMLSplit(data []byte) (v any, ok bool) {
+	// go-yaml refuses a document with invalid UTF-8 anywhere, comments
+	// included; the pieces' own parsers skip comments unread, so such a
+	// document goes whole, for go-yaml's error (found by
+	// FuzzDecodeYAMLSameAsJSONPath: a bad byte in a comment under services:).
+	if !utf8.Valid(data) {
+		return nil, false
+	}
 	workers := runtime.GOMAXPROCS(0)
 	// Chunks of ~splitChunk bytes: each chunk's tree is ~20× its text, and
 	// one per worker is alive at a time.
