@@ -22,10 +22,14 @@ import (
 
 // keeper is the state; only the keeper goroutine (keep) touches it.
 type keeper struct {
-	term  *term // nil unless leading
-	last  lb.Desired
-	built bool // last was computed from synced caches
-	subs  []chan lb.Desired
+	term *term // nil unless leading
+	// inherited: the decisions of the last term this gateway led, each
+	// kept while the cached Service is the version it was when the term
+	// ended (status.go, stepDown).
+	inherited map[string]inheritedDecision
+	last      lb.Desired
+	built     bool // last was computed from synced caches
+	subs      []chan lb.Desired
 	// refused: Service key → last refusal Warning (refused.go).
 	refused map[string]string
 	// termDone closes when the latest leadership term has ended: the next

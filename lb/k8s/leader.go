@@ -102,8 +102,11 @@ func (c *Controller) lead(runCtx, lctx context.Context) {
 	c.do(func(k *keeper) { k.term, k.dirty, k.bump = t, true, true })
 	c.m.leader.Set(1)
 	defer func() {
-		c.do(func(k *keeper) { k.term, k.dirty, k.bump = nil, true, true })
-		c.kickDesired() // from Service status again, as a follower
+		c.do(func(k *keeper) {
+			c.stepDown(k, t)
+			k.term, k.dirty, k.bump = nil, true, true
+		})
+		c.kickDesired() // from Service status again, as a follower (and the decisions not yet seen there)
 		c.m.leader.Set(0)
 		c.m.pending.Set(0)
 	}()

@@ -267,6 +267,7 @@ func (c *Controller) forget(t *term, key string) {
 		delete(t.pending, key)
 		delete(t.reqs, key)
 		delete(t.warned, key)
+		delete(k.inherited, key) // this term's word on key is the last
 		k.dirty, k.bump = true, true
 	})
 }

@@ -43,10 +43,11 @@ func newStatusQueue() workqueue.TypedRateLimitingInterface[string] {
 func (c *Controller) decide(t *term, key string, ips []netip.Addr) {
 	var prev []netip.Addr
 	var had bool
-	c.do(func(*keeper) {
+	c.do(func(k *keeper) {
 		prev, had = t.decided[key]
 		t.decided[key] = slices.Clone(ips)
 		delete(t.stripped, key)
+		delete(k.inherited, key) // this term's decision replaces the last term's
 	})
 	if !had || !slices.Equal(prev, ips) {
 		// Add, not kickDesired's batch: the decision is the leader's own,
@@ -68,6 +69,58 @@ func (c *Controller) decidedVIPs() map[string][]netip.Addr {
 		out = make(map[string][]netip.Addr, len(k.term.decided))
 		for key, v := range k.term.decided {
 			out[key] = v // never mutated in place: decide stores a fresh clone
+		}
+	})
+	return out
+}
+
+// inheritedDecision is one decision of an ended term and the
+// resourceVersion its Service had in the cache when the term ended.
+type inheritedDecision struct {
+	ips []netip.Addr
+	rv  string
+}
+
+// stepDown keeps an ending term's decisions (k is the keeper's state, held).
+// A leader serves its own decisions, whose status writes may not have come
+// back through the informer yet; if it steps down because the API server is
+// gone, no event will bring them, and serving from the cached status alone
+// would withdraw the VIPs of the last Services it assigned — for as long as
+// the API server is away (TestK8sAPIServerDown caught one in a soak run). So
+// a decision stays in force while the cached Service is the very version
+// it was at step-down: any newer version (the status coming back, a new
+// leader's write, an edit) says more than the old decision, and from then on
+// the Service is served from its status as on any follower.
+func (c *Controller) stepDown(k *keeper, t *term) {
+	k.inherited = make(map[string]inheritedDecision, len(t.decided))
+	for key, ips := range t.decided {
+		ns, name, err := cache.SplitMetaNamespaceKey(key)
+		if err != nil {
+			continue
+		}
+		svc, err := c.services.Services(ns).Get(name)
+		if err != nil {
+			continue // gone from the cache: nothing to serve
+		}
+		k.inherited[key] = inheritedDecision{ips: ips, rv: svc.ResourceVersion}
+	}
+}
+
+// inheritedVIPs snapshots the inherited decisions for buildDesired, and
+// forgets those whose Service has moved on in the cache.
+func (c *Controller) inheritedVIPs() map[string]inheritedDecision {
+	var out map[string]inheritedDecision
+	c.do(func(k *keeper) {
+		for key, d := range k.inherited {
+			ns, name, _ := cache.SplitMetaNamespaceKey(key)
+			if svc, err := c.services.Services(ns).Get(name); err != nil || svc.ResourceVersion != d.rv {
+				delete(k.inherited, key)
+				continue
+			}
+			if out == nil {
+				out = make(map[string]inheritedDecision, len(k.inherited))
+			}
+			out[key] = d // ips never mutated in place: decide stores a fresh clone
 		}
 	})
 	return out

@@ -1,0 +1,79 @@
+package k8s
+
+import (
+	"errors"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// TestStepDownKeepsDecisionsTheCacheHasNotSeen: the leader assigns a VIP
+// and its status write is acknowledged, but the informer never sees it (as
+// when the API server goes away right after the write); then the leader
+// cannot renew its Lease and steps down. The VIP stays in this gateway's
+// Desired — withdrawing it for the length of an API outage is what
+// TestK8sAPIServerDown caught in a soak run — until the cached Service
+// moves to a newer version, from which on it is served from its status as
+// on any follower (here: none yet, so the VIP goes).
+func TestStepDownKeepsDecisionsTheCacheHasNotSeen(t *testing.T) {
+	c, cs, _, ctx := leadingFake(t, prometheus.NewRegistry(), poolObj("p", 0, "192.0.2.0/28"))
+	// client-go's fake keeps no resourceVersions: give Services some, as
+	// an API server does on every write.
+	var version atomic.Int64
+	stamp := func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if o, ok := a.(interface{ GetObject() runtime.Object }); ok {
+			if m, err := meta.Accessor(o.GetObject()); err == nil {
+				m.SetResourceVersion(strconv.FormatInt(version.Add(1), 10))
+			}
+		}
+		return false, nil, nil // and on to the store
+	}
+	cs.PrependReactor("create", "services", stamp)
+	cs.PrependReactor("update", "services", stamp)
+	// Status writes are acknowledged and dropped: the cache never gets them.
+	var statusWrites atomic.Int32
+	cs.PrependReactor("update", "services", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "status" {
+			return false, nil, nil
+		}
+		statusWrites.Add(1)
+		return true, a.(k8stesting.UpdateAction).GetObject(), nil
+	})
+	if _, err := cs.CoreV1().Services("default").Create(ctx, lbService("a"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "a's VIP in the leader's Desired and its status written",
+		func() bool { return len(c.Desired().VIPs) == 1 && statusWrites.Load() > 0 })
+	vip := c.Desired().VIPs[0].Addr
+
+	// The API refuses Lease renewals from now on: the leader steps down.
+	cs.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("the API server is gone")
+	})
+	waitFor(t, 10*time.Second, "the leader steps down", func() bool { return !c.IsLeader() })
+	c.kickDesired()
+	time.Sleep(300 * time.Millisecond) // a rebuild after stepping down has run
+	if d := c.Desired(); len(d.VIPs) != 1 || d.VIPs[0].Addr != vip {
+		t.Fatalf("after stepping down the Desired has VIPs %v, want the decided %s kept", d.VIPs, vip)
+	}
+
+	// A newer version of the Service (an edit; still no status) says more
+	// than the old decision: served from its status from then on.
+	svc, err := cs.CoreV1().Services("default").Get(ctx, "a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Annotations["edited"] = "yes"
+	if _, err := cs.CoreV1().Services("default").Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the VIP served from the (empty) status once the cache moved on",
+		func() bool { return len(c.Desired().VIPs) == 0 })
+}
