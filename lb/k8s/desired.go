@@ -62,18 +62,15 @@ func (c *Controller) buildDesired() lb.Desired {
 	}
 	// On the leader a Service it has reconciled is served from its decision,
 	// not from its status (which follows, status.go); others from status.
-	// After a term, its decisions the cache has not caught up with yet
-	// (stepDown).
-	decided, inherited := c.decidedVIPs(), c.inheritedVIPs()
+	// After a term, also its decisions the cache has not caught up with
+	// yet (stepDown).
+	decided := c.decidedVIPs()
 	next := make(map[string]memoEntry, len(svcs))
 	for _, svc := range svcs {
 		key := svc.Namespace + "/" + svc.Name
 		objs, _ := c.sliceInf.GetIndexer().ByIndex(sliceIdx, key)
 		var slices []*discoveryv1.EndpointSlice
 		vips, dec := decided[key]
-		if inh, ok := inherited[key]; !dec && ok && inh.rv == svc.ResourceVersion {
-			vips, dec = inh.ips, true
-		}
 		if !dec {
 			vips = ingressIPs(svc)
 		}

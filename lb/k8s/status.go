@@ -58,15 +58,30 @@ func (c *Controller) decide(t *term, key string, ips []netip.Addr) {
 	t.statusQ.Add(key)
 }
 
-// decidedVIPs snapshots the leader's decisions for buildDesired; nil when
-// not leading (every Service is then served from its status).
+// decidedVIPs snapshots, for buildDesired, the decisions this gateway
+// serves: the current term's, else the last term's that the cache has not
+// caught up with (stepDown; those whose Service moved on are forgotten
+// here). nil when there are none.
 func (c *Controller) decidedVIPs() map[string][]netip.Addr {
 	var out map[string][]netip.Addr
 	c.do(func(k *keeper) {
+		for key, d := range k.inherited {
+			ns, name, _ := cache.SplitMetaNamespaceKey(key)
+			if svc, err := c.services.Services(ns).Get(name); err != nil || svc.ResourceVersion != d.rv {
+				delete(k.inherited, key)
+				continue
+			}
+			if out == nil {
+				out = make(map[string][]netip.Addr, len(k.inherited))
+			}
+			out[key] = d.ips
+		}
 		if k.term == nil {
 			return
 		}
-		out = make(map[string][]netip.Addr, len(k.term.decided))
+		if out == nil {
+			out = make(map[string][]netip.Addr, len(k.term.decided))
+		}
 		for key, v := range k.term.decided {
 			out[key] = v // never mutated in place: decide stores a fresh clone
 		}
@@ -104,26 +119,6 @@ func (c *Controller) stepDown(k *keeper, t *term) {
 		}
 		k.inherited[key] = inheritedDecision{ips: ips, rv: svc.ResourceVersion}
 	}
-}
-
-// inheritedVIPs snapshots the inherited decisions for buildDesired, and
-// forgets those whose Service has moved on in the cache.
-func (c *Controller) inheritedVIPs() map[string]inheritedDecision {
-	var out map[string]inheritedDecision
-	c.do(func(k *keeper) {
-		for key, d := range k.inherited {
-			ns, name, _ := cache.SplitMetaNamespaceKey(key)
-			if svc, err := c.services.Services(ns).Get(name); err != nil || svc.ResourceVersion != d.rv {
-				delete(k.inherited, key)
-				continue
-			}
-			if out == nil {
-				out = make(map[string]inheritedDecision, len(k.inherited))
-			}
-			out[key] = d // ips never mutated in place: decide stores a fresh clone
-		}
-	})
-	return out
 }
 
 func (c *Controller) statusWorker(t *term) {
