@@ -20,17 +20,10 @@ import (
 // rendering the document to JSON and parsing it again: that round trip was
 // 40 % of loading 10,000 services (FuzzDecodeYAMLSameAsJSONPath holds the
 // two paths equal).
+//
+// It parses the document in one piece; parse reads a large, plainly laid
+// out one in chunks instead (yaml_split.go, parse_split.go).
 func decodeYAML(data []byte) (any, error) {
-	if len(data) >= splitMin {
-		if v, ok := decodeYAMLSplit(data); ok {
-			return v, nil
-		}
-	}
-	return decodeYAMLWhole(data)
-}
-
-// decodeYAMLWhole parses the document in one piece.
-func decodeYAMLWhole(data []byte) (any, error) {
 	var doc any
 	if err := yaml.UnmarshalStrict(data, &doc); err != nil {
 		return nil, err
