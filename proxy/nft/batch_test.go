@@ -113,3 +113,69 @@ func TestSortElemsStable(t *testing.T) {
 		}
 	}
 }
+
+// TestPackAliasesConsecutiveUnits: units whose elements follow one another
+// in one array (elemDiff's) give batches that are ranges of that array —
+// capped, so an append cannot write into it — and any other units give a
+// copy; either way each batch holds exactly its units' elements in order.
+func TestPackAliasesConsecutiveUnits(t *testing.T) {
+	r := rand.New(rand.NewPCG(16, 18))
+	for round := 0; round < 200; round++ {
+		n := 1 + r.IntN(300)
+		arr := make([]elem, n)
+		for i := range arr {
+			id := idTag + 1 + uint32(i)
+			arr[i] = elem{set: setBE, key: encBucketKey(id, 0), val: []byte{1, 2, 3, 4, 0, 80}}
+		}
+		var units []unit
+		aliased := r.IntN(2) == 0
+		for i := 0; i < n; {
+			k := min(n-i, 1+r.IntN(3))
+			u := unit{add: arr[i : i+k]}
+			if !aliased && r.IntN(4) == 0 {
+				u.add = slices.Clone(u.add) // from another array: the batch must copy
+			}
+			if r.IntN(10) == 0 {
+				u.del = u.add // a replaced element: deleted and added in one unit
+			}
+			units = append(units, u)
+			i += k
+		}
+		bs := pack(units, 1+r.IntN(4096), 1+r.IntN(8))
+		next := 0
+		for _, b := range bs {
+			var wantAdd, wantDel []elem
+			for len(wantAdd) < len(b.add) {
+				wantAdd = append(wantAdd, units[next].add...)
+				wantDel = append(wantDel, units[next].del...)
+				next++
+			}
+			if !slices.EqualFunc(b.add, wantAdd, sameElem) || !slices.EqualFunc(b.del, wantDel, sameElem) {
+				t.Fatalf("round %d: a batch holds other elements than its units'", round)
+			}
+			if len(b.add) > 0 && cap(b.add) != len(b.add) {
+				t.Fatalf("round %d: a batch's adds have room to append into (%d of %d)", round, len(b.add), cap(b.add))
+			}
+			if aliased && len(b.add) > 0 && !sharesArray(b.add, arr) {
+				t.Fatalf("round %d: consecutive units' elements were copied", round)
+			}
+		}
+		if next != len(units) {
+			t.Fatalf("round %d: %d of %d units in batches", round, next, len(units))
+		}
+	}
+}
+
+func sameElem(a, b elem) bool {
+	return a.v6 == b.v6 && a.set == b.set && bytes.Equal(a.key, b.key) && bytes.Equal(a.val, b.val) && a.chain == b.chain
+}
+
+// sharesArray reports whether s is a range of arr.
+func sharesArray(s, arr []elem) bool {
+	for i := range arr {
+		if &arr[i] == &s[0] {
+			return true
+		}
+	}
+	return false
+}

@@ -404,19 +404,21 @@ func (d *Dataplane) elemDiff(s *snapshot, in func(setName) bool) (units []unit, 
 			}
 		}
 	}
-	sortElems(dels, false)
-	sortElems(adds, true)
+	dels, adds = sortedElems(dels, false), sortedElems(adds, true)
 	units = make([]unit, 0, len(dels)+len(adds))
 	for i := range adds {
-		// One-element sub-slices of adds: no allocation per element.
-		u := unit{add: adds[i : i+1 : i+1]}
+		// One-element sub-slices of adds: no allocation per element. Not
+		// capped, so pack can see that consecutive units' elements are
+		// consecutive in adds and give a batch that range (no one appends
+		// to a unit's slices).
+		u := unit{add: adds[i : i+1]}
 		if len(replace) > 0 && replace[adds[i].id()] { // id() allocates: not for a cold sync
 			u.del = u.add
 		}
 		units = append(units, u)
 	}
 	for i := range dels {
-		units = append(units, unit{del: dels[i : i+1 : i+1]})
+		units = append(units, unit{del: dels[i : i+1]})
 	}
 	return units, len(dels), len(adds)
 }
