@@ -202,37 +202,23 @@ func sortedElems(es []elem, adds bool) []elem {
 	if len(es) == 0 || slices.IsSortedFunc(es, cmp) {
 		return es
 	}
-	// group i is family i/numSets, set setIndex == i%numSets; other
-	// (unknown) set names share one more group, which a comparison sort
-	// orders afterwards (never the case for edgelb's own sets).
-	const other = 2 * numSets
-	var count [other + 1]int
-	var first [other + 1]int // an element of each group, for ordering them
-	group := func(e *elem) int {
-		k := setIndex(e.set)
-		if k == setIndex(setAff) && e.set != setAff {
-			return other // setIndex's default
-		}
-		if e.v6 {
-			k += numSets
-		}
-		return k
-	}
+	var count [numGroups]int
+	var first [numGroups]int // an element of each group, for ordering them
 	for i := range es {
-		g := group(&es[i])
+		g := groupOf(&es[i])
 		if count[g] == 0 {
 			first[g] = i
 		}
 		count[g]++
 	}
-	order := make([]int, 0, other+1)
+	order := make([]int, 0, numGroups)
 	for g := range count {
 		if count[g] > 0 {
 			order = append(order, g)
 		}
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return cmp(es[first[a]], es[first[b]]) })
-	var start [other + 1]int
+	var start [numGroups]int
 	at := 0
 	for _, g := range order {
 		start[g] = at
@@ -240,13 +226,64 @@ func sortedElems(es []elem, adds bool) []elem {
 	}
 	out := make([]elem, len(es))
 	for i := range es {
-		g := group(&es[i])
+		g := groupOf(&es[i])
 		out[start[g]] = es[i]
 		start[g]++
 	}
-	if count[other] > 0 {
+	if count[otherGroup] > 0 {
 		slices.SortStableFunc(out, cmp)
 	}
+	return out
+}
+
+// Group g holds family g/numSets, set setIndex == g%numSets; otherGroup
+// the set names edgelb does not use (never its own sets), which a
+// comparison sort orders afterwards.
+const (
+	otherGroup = 2 * numSets
+	numGroups  = otherGroup + 1
+)
+
+func groupOf(e *elem) int {
+	k := setIndex(e.set)
+	if k == setIndex(setAff) && e.set != setAff {
+		return otherGroup // setIndex's default
+	}
+	if e.v6 {
+		k += numSets
+	}
+	return k
+}
+
+// elemGroups gathers elements into sortElems' groups as they are made, so
+// a cold sync's 110,000 adds (10,000 services) need neither a sort nor a
+// second array: each group is already in the order it was filled.
+type elemGroups [numGroups][]elem
+
+func (g *elemGroups) add(e elem) {
+	k := groupOf(&e)
+	g[k] = append(g[k], e)
+}
+
+// ordered returns the non-empty groups in elemOrder(adds): together what
+// sortElems makes of all the elements in the order they were added.
+func (g *elemGroups) ordered(adds bool) [][]elem {
+	if len(g[otherGroup]) > 0 {
+		// Names edgelb does not use may sort between its own: one sort.
+		var all []elem
+		for _, es := range g {
+			all = append(all, es...)
+		}
+		return [][]elem{sortedElems(all, adds)}
+	}
+	cmp := elemOrder(adds)
+	var out [][]elem
+	for _, es := range g {
+		if len(es) > 0 {
+			out = append(out, es)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b []elem) int { return cmp(a[0], b[0]) })
 	return out
 }
 

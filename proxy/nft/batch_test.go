@@ -114,6 +114,39 @@ func TestSortElemsStable(t *testing.T) {
 	}
 }
 
+// TestElemGroupsOrderAsSort: elements gathered into elemGroups come out,
+// group after group, in the order a stable sort by (rank, family, set)
+// gives — with names edgelb does not use too.
+func TestElemGroupsOrderAsSort(t *testing.T) {
+	sets := []string{setVIP, setNP, setNodes, setDispatch, setBE, setPost, setAff, "zz-other", "a-other"}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for round := 0; round < 500; round++ {
+		es := make([]elem, rng.IntN(300))
+		for i := range es {
+			k := rng.IntN(len(sets))
+			if round%2 == 0 {
+				k = rng.IntN(len(sets) - 2)
+			}
+			es[i] = elem{v6: rng.IntN(2) == 0, set: sets[k], key: encU32(uint32(i))}
+		}
+		for _, adds := range []bool{false, true} {
+			var g elemGroups
+			for _, e := range es {
+				g.add(e)
+			}
+			var got []elem
+			for _, grp := range g.ordered(adds) {
+				got = append(got, grp...)
+			}
+			want := slices.Clone(es)
+			slices.SortStableFunc(want, elemOrder(adds))
+			if !slices.EqualFunc(got, want, sameElem) {
+				t.Fatalf("round %d adds=%v: groups give another order than the stable sort", round, adds)
+			}
+		}
+	}
+}
+
 // TestPackAliasesConsecutiveUnits: units whose elements follow one another
 // in one array (elemDiff's) give batches that are ranges of that array —
 // capped, so an append cannot write into it — and any other units give a

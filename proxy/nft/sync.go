@@ -353,21 +353,33 @@ func (d *Dataplane) fullSync(ctx context.Context, s *snapshot) error {
 // them all). The kernel's maps are consumed as they match, so what is left
 // over is what edgelb no longer wants.
 func (d *Dataplane) elemDiff(s *snapshot, in func(setName) bool) (units []unit, ndel, nadd int) {
-	var dels, adds []elem
+	var dels []elem
+	var adds elemGroups
 	if s.empty() {
 		// A cold start (or sets flushed by hand) adds every element of the
-		// sets read: size adds once instead of growing it (at 100,000
-		// elements the copies of a growing slice were 5 % of a cold
-		// sync's CPU). Otherwise few differ, and a full-size slice would
-		// only cost memory.
-		n := len(d.nodes)
+		// sets read: size each group once instead of growing it (at
+		// 100,000 elements the copies of a growing slice were 5 % of a
+		// cold sync's CPU). A bound per family: every backend bucket, one
+		// element per service in each other set (capacity never written
+		// is never touched). Otherwise few differ, and full-size groups
+		// would only cost memory.
+		var buckets, svcs [2]int
 		for _, st := range d.svcs {
-			if in(setName{st.v6, setBE}) {
-				n += st.buckets()
+			f := 0
+			if st.v6 {
+				f = 1
 			}
-			n += 4 // at most a frontend, a node port, dispatch and post
+			svcs[f]++
+			if in(setName{st.v6, setBE}) {
+				buckets[f] += st.buckets()
+			}
 		}
-		adds = make([]elem, 0, n)
+		for f, v6 := range []bool{false, true} {
+			for _, set := range []string{setVIP, setNP, setDispatch, setPost} {
+				adds[groupOf(&elem{v6: v6, set: set})] = make([]elem, 0, svcs[f])
+			}
+			adds[groupOf(&elem{v6: v6, set: setBE})] = make([]elem, 0, buckets[f])
+		}
 	}
 	replace := map[string]bool{} // elem.id() of elements whose value changes
 	add := func(e elem) {
@@ -382,7 +394,8 @@ func (d *Dataplane) elemDiff(s *snapshot, in func(setName) bool) (units []unit, 
 			}
 			replace[e.id()] = true
 		}
-		adds = append(adds, e)
+		adds.add(e)
+		nadd++
 	}
 	var buf []elem
 	for _, st := range d.svcs {
@@ -404,23 +417,25 @@ func (d *Dataplane) elemDiff(s *snapshot, in func(setName) bool) (units []unit, 
 			}
 		}
 	}
-	dels, adds = sortedElems(dels, false), sortedElems(adds, true)
-	units = make([]unit, 0, len(dels)+len(adds))
-	for i := range adds {
-		// One-element sub-slices of adds: no allocation per element. Not
-		// capped, so pack can see that consecutive units' elements are
-		// consecutive in adds and give a batch that range (no one appends
-		// to a unit's slices).
-		u := unit{add: adds[i : i+1]}
-		if len(replace) > 0 && replace[adds[i].id()] { // id() allocates: not for a cold sync
-			u.del = u.add
+	dels = sortedElems(dels, false)
+	units = make([]unit, 0, len(dels)+nadd)
+	for _, grp := range adds.ordered(true) {
+		for i := range grp {
+			// One-element sub-slices of a group: no allocation per
+			// element. Not capped, so pack can see that consecutive
+			// units' elements are consecutive in the group and give a
+			// batch that range (no one appends to a unit's slices).
+			u := unit{add: grp[i : i+1]}
+			if len(replace) > 0 && replace[grp[i].id()] { // id() allocates: not for a cold sync
+				u.del = u.add
+			}
+			units = append(units, u)
 		}
-		units = append(units, u)
 	}
 	for i := range dels {
 		units = append(units, unit{del: dels[i : i+1]})
 	}
-	return units, len(dels), len(adds)
+	return units, len(dels), nadd
 }
 
 // partialSync repairs the elements of the given sets only, from a snapshot
