@@ -85,6 +85,9 @@ func (t *txn) commit() error {
 	// Which services to (re)consider: changed ones, pending ones (an
 	// address may have freed up or a pool appeared), or all at start-up.
 	var names []string
+	if t.reconcileAll {
+		names = make([]string, 0, len(t.svcs))
+	}
 	for n := range t.svcs {
 		if t.reconcileAll || t.touched[n] || t.svcs[n].pending != "" {
 			names = append(names, n)
@@ -135,7 +138,9 @@ func (t *txn) commit() error {
 	}
 
 	// 4. One store write with everything that changed.
-	ch := store.Change{PutAssignments: map[string][]netip.Addr{}}
+	// Sized once: at start-up every service is a put, and growing the
+	// slice by doubling copied 10,000 specs again and again (~40 ms).
+	ch := store.Change{PutAssignments: map[string][]netip.Addr{}, PutServices: make([]store.Service, 0, len(t.svcsChanged))}
 	for _, n := range store.Names(t.poolsChanged) {
 		if p, ok := t.pools[n]; ok {
 			ch.PutPools = append(ch.PutPools, p)
