@@ -1,8 +1,10 @@
 package nft
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"slices"
 	"strings"
@@ -472,3 +474,59 @@ func TestPrepareMaglev(t *testing.T) {
 		t.Errorf("parsePick(pick-m4093-a) = %+v %v", parsed, ok)
 	}
 }
+
+// TestEncodingsAsAllocatingOnes: the encoders that write into one buffer
+// give the bytes the straightforward ones gave (the address's own bytes,
+// then the port big-endian and two zero bytes; id then bucket, native).
+func TestEncodingsAsAllocatingOnes(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for i := 0; i < 20000; i++ {
+		var a netip.Addr
+		switch r.IntN(4) {
+		case 0:
+			a = netip.AddrFrom4([4]byte{byte(r.Uint32()), byte(r.Uint32()), byte(r.Uint32()), byte(r.Uint32())})
+		case 1:
+			var b [16]byte
+			for j := range b {
+				b[j] = byte(r.Uint32())
+			}
+			a = netip.AddrFrom16(b)
+		case 2:
+			a = netip.AddrFrom16(netip.AddrFrom4([4]byte{10, 0, 0, byte(i)}).As16()) // 4-in-6
+		}
+		ap := netip.AddrPortFrom(a, uint16(r.Uint32()))
+		want := append(a.AsSlice(), encPort(ap.Port())...)
+		if got := encBackend(ap); !bytes.Equal(got, want) {
+			t.Fatalf("encBackend(%v) = %x, want %x", ap, got, want)
+		}
+		id, bucket := r.Uint32(), r.IntN(1<<20)
+		if got, want := encBucketKey(id, bucket), append(encU32(id), encU32(uint32(bucket))...); !bytes.Equal(got, want) {
+			t.Fatalf("encBucketKey(%d, %d) = %x, want %x", id, bucket, got, want)
+		}
+	}
+}
+
+// TestPrepareRefusesRepeatedBackends: a backend listed twice is refused in
+// short lists (checked in a loop) and long ones (a map), wherever the
+// repeat sits; distinct lists pass.
+func TestPrepareRefusesRepeatedBackends(t *testing.T) {
+	for _, n := range []int{2, 10, 32, 33, 40} {
+		list := make([]proxy.Backend, n)
+		for i := range list {
+			list[i] = be(fmt.Sprintf("198.51.100.%d:80", i+1), 1)
+		}
+		if _, err := prepare(ptr(svc4(list...))); err != nil {
+			t.Fatalf("%d distinct backends refused: %v", n, err)
+		}
+		for _, at := range [][2]int{{0, 1}, {0, n - 1}, {n - 2, n - 1}} {
+			dup := slices.Clone(list)
+			dup[at[1]] = dup[at[0]]
+			_, err := prepare(ptr(svc4(dup...)))
+			if err == nil || !strings.Contains(err.Error(), "listed twice") {
+				t.Fatalf("%d backends, #%d repeats #%d: %v, want listed twice", n, at[1], at[0], err)
+			}
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
