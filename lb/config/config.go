@@ -314,6 +314,21 @@ const (
 // config: the node-port range, every node port and every explicit VIP:port.
 func (c *Config) NodePortInput() hostcheck.NodePortInput {
 	in := hostcheck.NodePortInput{Range: c.Dataplane.NodePortRange, NodeAddrs: c.Dataplane.NodeAddresses}
+	np, vp := 0, 0 // sized once (10,000 services: growing them was a tenth of the checks)
+	for _, s := range c.Services {
+		for _, p := range s.Ports {
+			if p.NodePort != 0 {
+				np++
+			}
+			vp += len(s.VIPs)
+		}
+	}
+	if np > 0 {
+		in.NodePorts = make([]hostcheck.NodePort, 0, np)
+	}
+	if vp > 0 {
+		in.VIPPorts = make([]hostcheck.VIPPort, 0, vp)
+	}
 	for _, s := range c.Services {
 		for _, p := range s.Ports {
 			if p.NodePort != 0 {

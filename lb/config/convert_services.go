@@ -77,8 +77,14 @@ func convertService(r *rawService, path string, snat bool, c *collector) lb.Serv
 			c.add(index(join(path, "families"), i), f, "want IPv4 or IPv6")
 		}
 	}
+	if len(r.Ports) > 0 {
+		s.Ports = make([]lb.PortSpec, 0, len(r.Ports))
+	}
 	for i := range r.Ports {
 		s.Ports = append(s.Ports, convertPort(&r.Ports[i], elem{path, "ports", i}, c))
+	}
+	if len(r.Backends) > 0 {
+		s.Backends = make([]lb.BackendSpec, 0, len(r.Backends))
 	}
 	for i := range r.Backends {
 		s.Backends = append(s.Backends, convertBackend(&r.Backends[i], elem{path, "backends", i}, c))

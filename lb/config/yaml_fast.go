@@ -75,8 +75,9 @@ func fastItems(chunk []byte) (items []any, ok bool) {
 
 // fastParser scans one line at a time.
 type fastParser struct {
-	s []byte
-	i int
+	s     []byte
+	i     int
+	stack []any // flowSequence's values until their list is made
 }
 
 func (p *fastParser) skipSpaces() {
@@ -186,19 +187,26 @@ func (p *fastParser) separator(closing byte) (done, ok bool) {
 
 func (p *fastParser) flowSequence() (any, bool) {
 	p.i++ // '['
-	l := []any{}
 	p.skipSpaces()
 	if p.i < len(p.s) && p.s[p.i] == ']' {
 		p.i++
-		return l, true
+		return []any{}, true
 	}
+	// The values wait on the parser's stack (a nested list's above them,
+	// gone before the next is pushed) and the list is made once at its
+	// size: appending to a fresh slice grew every backend list 1, 2, 4,
+	// 8, 16, copying it each time.
+	base := len(p.stack)
 	for {
 		v, ok := p.flowValue()
 		if !ok {
 			return nil, false
 		}
-		l = append(l, v)
+		p.stack = append(p.stack, v)
 		if done, ok := p.separator(']'); !ok || done {
+			l := append(make([]any, 0, len(p.stack)-base), p.stack[base:]...)
+			clear(p.stack[base:])
+			p.stack = p.stack[:base]
 			return l, ok
 		}
 	}

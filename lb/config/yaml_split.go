@@ -46,7 +46,7 @@ func splitServices(data []byte, parts int) (head []byte, chunks [][]byte, per in
 		return nil, nil, 0, false
 	}
 	type line struct{ start, end int } // [start, end) including the newline
-	var lines []line
+	lines := make([]line, 0, bytes.Count(data, []byte("\n"))+1)
 	for i := 0; i < len(data); {
 		j := bytes.IndexByte(data[i:], '\n')
 		if j < 0 {

@@ -42,7 +42,11 @@ func (e *Engine) desired() lb.Desired {
 	}
 	// vips: every assigned address → whether some service on it still
 	// wants it announced (a withdrawn all-down service does not).
-	vips := map[netip.Addr]bool{}
+	vips := make(map[netip.Addr]bool, len(e.order))
+	// Most services render one dataplane service (one per port and
+	// family): sized for that, growing from nothing copied 10,000 of them
+	// again and again at start-up.
+	d.Dataplane.Services = make([]proxy.Service, 0, len(e.order))
 	for _, n := range e.order {
 		r := e.renderService(n)
 		d.Dataplane.Services = append(d.Dataplane.Services, r.services...)
