@@ -99,23 +99,37 @@ func decodeValue(v any, dst reflect.Value, path *fieldPath, c *collector) {
 		decodeValue(v, p.Elem(), path, c)
 		dst.Set(p)
 	case reflect.Struct:
+		ps, isPairs := v.(pairs)
 		m, ok := v.(map[string]any)
-		if !ok {
+		if !ok && !isPairs {
 			c.add(path.String(), render(v), "want a mapping (key: value), got %s", kindOf(v))
 			return
+		}
+		size := len(m)
+		if isPairs {
+			size = len(ps)
 		}
 		fields := fieldsOf(dst.Type())
 		matched := 0
 		for _, f := range fields {
-			if fv, ok := m[f.name]; ok {
+			var fv any
+			if isPairs {
+				fv, ok = ps.get(f.name)
+			} else {
+				fv, ok = m[f.name]
+			}
+			if ok {
 				matched++
 				path.key(f.name)
 				decodeValue(fv, dst.Field(f.index), path, c)
 				path.pop()
 			}
 		}
-		if matched == len(m) {
+		if matched == size {
 			break // every key is a field (keys are unique): nothing unknown
+		}
+		if isPairs {
+			m = ps.asMap()
 		}
 		for _, k := range sortedKeys(m) {
 			if !isField(fields, k) {
@@ -128,6 +142,9 @@ func decodeValue(v any, dst reflect.Value, path *fieldPath, c *collector) {
 		}
 	case reflect.Map:
 		// String-keyed mappings (label selectors' matchLabels).
+		if ps, isPairs := v.(pairs); isPairs {
+			v = ps.asMap()
+		}
 		m, ok := v.(map[string]any)
 		if !ok || dst.Type().Key().Kind() != reflect.String {
 			c.add(path.String(), render(v), "want a mapping (key: value), got %s", kindOf(v))
@@ -208,7 +225,7 @@ func integer(v any) (int64, bool) {
 
 func kindOf(v any) string {
 	switch v.(type) {
-	case map[string]any:
+	case map[string]any, pairs:
 		return "a mapping"
 	case []any:
 		return "a list"

@@ -65,6 +65,9 @@ var mistakes = []func(i int) string{
 	func(i int) string { return "hello" },
 	func(i int) string { return fmt.Sprintf("{name: s%d, method: teleport, ports: [{port: 80}]}", i) },
 	func(i int) string { return fmt.Sprintf("{name: \"\", ports: [{port: %d}]}", 80+i) },
+	func(i int) string { return "{name: {first: x, last: y}, ports: [{port: 80}]}" },
+	func(i int) string { return fmt.Sprintf("{name: s%d, ports: {port: 80}}", i) },
+	func(i int) string { return fmt.Sprintf("{name: s%d, ports: [{port: 80, Protocol: TCP}]}", i) },
 }
 
 // randomConfig writes n services, some with mistakes, in block or flow
@@ -96,7 +99,7 @@ func randomConfig(r *rand.Rand, n int) []byte {
 }
 
 // TestParseSplitSameAsWhole: 300 random configs of 2–250 services, about
-// one in eight items wrong in one of a dozen ways, some with no mistake;
+// one in eight items wrong in one of fifteen ways, some with no mistake;
 // each is split (so every chunk's first index is used) and gives what the
 // whole parse gives.
 func TestParseSplitSameAsWhole(t *testing.T) {

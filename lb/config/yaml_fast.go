@@ -77,7 +77,12 @@ func fastItems(chunk []byte) (items []any, ok bool) {
 type fastParser struct {
 	s     []byte
 	i     int
-	stack []any // flowSequence's values until their list is made
+	stack []any  // flowSequence's values until their list is made
+	kvs   []pair // flowMapping's pairs until their mapping is made
+	// keys holds the plain keys read so far by their text: the same few
+	// keys (address, weight, port...) repeat on every item, and each
+	// would be a string allocated again.
+	keys map[string]string
 }
 
 func (p *fastParser) skipSpaces() {
@@ -125,12 +130,27 @@ func (p *fastParser) blockPair(line []byte, m map[string]any) bool {
 // key reads a mapping key and the ": " after it.
 func (p *fastParser) key() (string, bool) {
 	start := p.i
-	v, ok := p.scalar(true)
-	if !ok || p.i-start > 1000 {
-		return "", false // libyaml limits a simple key to 1024 characters
+	var k string
+	if end := plainEnd(p.s, start); end < len(p.s) && p.s[end] == ':' && p.keys[string(p.s[start:end])] != "" {
+		// This text was read as a plain key before: the same key.
+		k, p.i = p.keys[string(p.s[start:end])], end
+	} else {
+		v, ok := p.scalar(true)
+		if !ok || p.i-start > 1000 {
+			return "", false // libyaml limits a simple key to 1024 characters
+		}
+		var isStr bool
+		if k, isStr = v.(string); !isStr {
+			return "", false
+		}
+		if q := p.s[start]; q != '"' && q != '\'' && k != "" {
+			if p.keys == nil {
+				p.keys = map[string]string{}
+			}
+			p.keys[k] = k
+		}
 	}
-	k, isStr := v.(string)
-	if !isStr || p.i+1 > len(p.s) || p.s[p.i] != ':' {
+	if p.i+1 > len(p.s) || p.s[p.i] != ':' {
 		return "", false
 	}
 	p.i++
@@ -142,29 +162,68 @@ func (p *fastParser) key() (string, bool) {
 
 func (p *fastParser) flowMapping() (any, bool) {
 	p.i++ // '{'
-	m := map[string]any{}
 	p.skipSpaces()
 	if p.i < len(p.s) && p.s[p.i] == '}' {
 		p.i++
-		return m, true
+		return map[string]any{}, true
 	}
+	// The pairs wait on the parser's stack like flowSequence's values.
+	base := len(p.kvs)
 	for {
 		p.skipSpaces()
 		k, ok := p.key()
 		if !ok {
 			return nil, false
 		}
-		if _, dup := m[k]; dup {
+		if _, dup := pairs(p.kvs[base:]).get(k); dup {
 			return nil, false
 		}
-		if m[k], ok = p.flowValue(); !ok {
+		v, ok := p.flowValue()
+		if !ok {
 			return nil, false
 		}
+		p.kvs = append(p.kvs, pair{k, v})
 		if done, ok := p.separator('}'); !ok || done {
+			m := append(make(pairs, 0, len(p.kvs)-base), p.kvs[base:]...)
+			clear(p.kvs[base:])
+			p.kvs = p.kvs[:base]
 			return m, ok
 		}
 	}
 }
+
+// pairs is a non-empty flow mapping as fastItems reads it: its pairs in
+// order, keys unique. decodeValue, kindOf and render take it as they take
+// a map[string]any: a map per mapping — 120,000 of them at 10,000
+// services × 10 backends — was the largest cost of a parse (issue 18).
+type pairs []pair
+
+type pair struct {
+	k string
+	v any
+}
+
+func (ps pairs) get(k string) (any, bool) {
+	for i := range ps {
+		if ps[i].k == k {
+			return ps[i].v, true
+		}
+	}
+	return nil, false
+}
+
+// asMap is ps as the map go-yaml would have given (its values as they
+// are: a nested mapping stays pairs).
+func (ps pairs) asMap() map[string]any {
+	m := make(map[string]any, len(ps))
+	for _, kv := range ps {
+		m[kv.k] = kv.v
+	}
+	return m
+}
+
+// MarshalJSON renders ps as a JSON object, as the map's rendering (render).
+func (ps pairs) MarshalJSON() ([]byte, error) { return json.Marshal(ps.asMap()) }
 
 // separator reads what follows a flow collection's entry: ',' (more
 // follow) or the closing bracket (done); anything else — the line's end, a
@@ -266,6 +325,20 @@ func (p *fastParser) scalar(isKey bool) (any, bool) {
 		return nil, false // "a:b" or a pair where a value belongs
 	}
 	return plainValue(tok, isKey)
+}
+
+// plainEnd is where a plain scalar starting at i would end: at a space or
+// one of ",:[]{}" (scalar's rule; whether its bytes may be in a plain
+// scalar at all is scalar's to check).
+func plainEnd(s []byte, i int) int {
+	for i < len(s) {
+		switch s[i] {
+		case ' ', ',', ':', '[', ']', '{', '}':
+			return i
+		}
+		i++
+	}
+	return i
 }
 
 // plainValue types a plain scalar as YAML 1.1 (go-yaml v2) would, or says it

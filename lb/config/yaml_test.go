@@ -90,7 +90,9 @@ func decodeYAMLSplit(data []byte) (any, bool) {
 	}
 	all := []any{}
 	for _, p := range parts {
-		all = append(all, p...)
+		for _, it := range p {
+			all = append(all, plain(it))
+		}
 	}
 	d.head["services"] = all
 	return d.head, true
