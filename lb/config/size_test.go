@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -69,5 +70,28 @@ func BenchmarkParse10000(b *testing.B) {
 		if _, err := Parse(data); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestParseAllocationBudget guards what issue 18's start-up work bought: a
+// plainly written config costs at most ~1.5–1.8× what it costs now per service
+// (2,000 × 10 backends: ~4.5 KB and ~81 allocations per service when
+// written; every byte is heap a fresh daemon must fault in). Allocation
+// counts and bytes follow from the input, not from chance; the margin
+// covers other GOMAXPROCS (the chunk count) and Go versions.
+func TestParseAllocationBudget(t *testing.T) {
+	data := plainConfig(2000)
+	const perSvcBytes, perSvcAllocs = 8 << 10, 120
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	if _, err := Parse(data); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	bytes, allocs := (after.TotalAlloc-before.TotalAlloc)/2000, (after.Mallocs-before.Mallocs)/2000
+	t.Logf("2,000 services × 10 backends, %d bytes of YAML: %d bytes and %d allocations per service", len(data), bytes, allocs)
+	if bytes > perSvcBytes || allocs > perSvcAllocs {
+		t.Fatalf("%d bytes and %d allocations per service, budget %d and %d", bytes, allocs, perSvcBytes, perSvcAllocs)
 	}
 }
