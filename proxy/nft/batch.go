@@ -52,7 +52,7 @@ type batch struct {
 
 // msgCount counts the element messages writeElems will send: one per
 // maxMsgElems elements of each (family, set, delete/add) group, which
-// sortElems makes contiguous.
+// sortedElems makes contiguous.
 type msgCount struct {
 	n    [2][2][numSets]int
 	msgs int
@@ -179,7 +179,7 @@ func joined(us []unit, get func(unit) []elem) []elem {
 	return out
 }
 
-// sortElems puts writes in order: by rank (see rank; reversed for adds),
+// sortedElems puts writes in order: by rank (see rank; reversed for adds),
 // then grouped by table and set so each message carries many elements.
 // Within a group the order is kept (stable).
 //
@@ -187,16 +187,9 @@ func joined(us []unit, get func(unit) []elem) []elem {
 // them (O(n)) instead of a stable comparison sort: at 100,000 elements that
 // sort (insertion sort and symmerge, O(n log² n) moves of 88-byte elements)
 // was a tenth of a cold sync's CPU.
-func sortElems(es []elem, adds bool) {
-	if out := sortedElems(es, adds); len(es) > 0 && &out[0] != &es[0] {
-		copy(es, out)
-	}
-}
-
-// sortedElems is sortElems without the copy back: es itself when already
-// in order, else a new slice (es is left as it was). A cold sync sorts
-// ~110,000 elements at 10,000 services; copying them back was 10 MB of
-// moves for nothing.
+//
+// It returns es itself when already in order, else a new slice (es is
+// left as it was: a batch's elements may alias another's, pack).
 func sortedElems(es []elem, adds bool) []elem {
 	cmp := elemOrder(adds)
 	if len(es) == 0 || slices.IsSortedFunc(es, cmp) {
@@ -255,7 +248,7 @@ func groupOf(e *elem) int {
 	return k
 }
 
-// elemGroups gathers elements into sortElems' groups as they are made, so
+// elemGroups gathers elements into sortedElems' groups as they are made, so
 // a cold sync's 110,000 adds (10,000 services) need neither a sort nor a
 // second array: each group is already in the order it was filled.
 type elemGroups [numGroups][]elem
@@ -266,7 +259,7 @@ func (g *elemGroups) add(e elem) {
 }
 
 // ordered returns the non-empty groups in elemOrder(adds): together what
-// sortElems makes of all the elements in the order they were added.
+// sortedElems makes of all the elements in the order they were added.
 func (g *elemGroups) ordered(adds bool) [][]elem {
 	if len(g[otherGroup]) > 0 {
 		// Names edgelb does not use may sort between its own: one sort.
@@ -287,7 +280,7 @@ func (g *elemGroups) ordered(adds bool) [][]elem {
 	return out
 }
 
-// elemOrder is sortElems' order: rank (reversed for adds), family, set.
+// elemOrder is sortedElems' order: rank (reversed for adds), family, set.
 func elemOrder(adds bool) func(x, y elem) int {
 	return func(x, y elem) int {
 		r := rank(x.set) - rank(y.set)
@@ -411,12 +404,12 @@ func (d *Dataplane) flushBatch(b *batch, i, n int) error {
 	if err := room(b.msgs.msgs); err != nil {
 		return err
 	}
-	sortElems(b.del, false)
-	sortElems(b.add, true)
-	k, err := d.writeElems(c, b.del, true)
+	// Not in place: a batch's elements may alias other batches' (pack).
+	del, add := sortedElems(b.del, false), sortedElems(b.add, true)
+	k, err := d.writeElems(c, del, true)
 	msgs += k
 	if err == nil {
-		k, err = d.writeElems(c, b.add, false)
+		k, err = d.writeElems(c, add, false)
 		msgs += k
 	}
 	if err != nil {

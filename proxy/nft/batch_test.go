@@ -7,11 +7,10 @@ import (
 	"testing"
 )
 
-// groupMsgs counts the messages writeElems sends for es after sortElems:
+// groupMsgs counts the messages writeElems sends for es after sortedElems:
 // one per maxMsgElems elements of each contiguous (family, set) run.
 func groupMsgs(es []elem, adds bool) int {
-	es = append([]elem(nil), es...)
-	sortElems(es, adds)
+	es = sortedElems(es, adds)
 	n := 0
 	for i := 0; i < len(es); {
 		j := i
@@ -83,7 +82,7 @@ func TestPackBoundsMessages(t *testing.T) {
 	}
 }
 
-// TestSortElemsStable: sortElems orders as a stable sort by (rank, family,
+// TestSortElemsStable: sortedElems orders as a stable sort by (rank, family,
 // set) does — the order writeElems and msgCount rely on — for random mixes
 // of every set, both families, adds and deletes, and names it does not know.
 func TestSortElemsStable(t *testing.T) {
@@ -102,8 +101,11 @@ func TestSortElemsStable(t *testing.T) {
 		for _, adds := range []bool{false, true} {
 			want := slices.Clone(es)
 			slices.SortStableFunc(want, elemOrder(adds))
-			got := slices.Clone(es)
-			sortElems(got, adds)
+			orig := slices.Clone(es)
+			got := sortedElems(es, adds)
+			if !slices.EqualFunc(es, orig, sameElem) {
+				t.Fatalf("round %d: sortedElems changed its input", round)
+			}
 			for i := range want {
 				if got[i].set != want[i].set || got[i].v6 != want[i].v6 || !bytes.Equal(got[i].key, want[i].key) {
 					t.Fatalf("round %d adds=%v: element %d is %s/%v/%x, want %s/%v/%x", round, adds, i,
