@@ -175,7 +175,10 @@ func (p *fastParser) flowMapping() (any, bool) {
 		if !ok {
 			return nil, false
 		}
-		if _, dup := pairs(p.kvs[base:]).get(k); dup {
+		// A repeat is found by a scan: cheap for the few keys a service
+		// or backend has, quadratic for a huge mapping, which is left to
+		// go-yaml (maxPairs).
+		if _, dup := pairs(p.kvs[base:]).get(k); dup || len(p.kvs)-base >= maxPairs {
 			return nil, false
 		}
 		v, ok := p.flowValue()
@@ -197,6 +200,9 @@ func (p *fastParser) flowMapping() (any, bool) {
 // a map[string]any: a map per mapping — 120,000 of them at 10,000
 // services × 10 backends — was the largest cost of a parse (issue 18).
 type pairs []pair
+
+// maxPairs bounds a mapping fastItems reads (a service has a dozen keys).
+const maxPairs = 64
 
 type pair struct {
 	k string

@@ -155,3 +155,29 @@ func BenchmarkFastItems(b *testing.B) {
 		}
 	})
 }
+
+// TestFastItemsLeavesHugeMappingsToGoYAML: a flow mapping of more than
+// maxPairs keys goes to go-yaml (a scan for repeats would be quadratic in
+// its size); up to maxPairs it is read, as go-yaml reads it.
+func TestFastItemsLeavesHugeMappingsToGoYAML(t *testing.T) {
+	mapping := func(n int) []byte {
+		var b strings.Builder
+		b.WriteString("- {")
+		for i := 0; i < n; i++ {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "k%d: %d", i, i)
+		}
+		b.WriteString("}\n")
+		return []byte(b.String())
+	}
+	if !sameAsGoYAML(t, mapping(maxPairs)) {
+		t.Fatalf("a mapping of %d keys was left to go-yaml", maxPairs)
+	}
+	for _, n := range []int{maxPairs + 1, 50000} {
+		if _, ok := fastItems(mapping(n)); ok {
+			t.Fatalf("fastItems took a mapping of %d keys", n)
+		}
+	}
+}
