@@ -46,7 +46,9 @@ func (e *Engine) desired() lb.Desired {
 	// Most services render one dataplane service (one per port and
 	// family): sized for that, growing from nothing copied 10,000 of them
 	// again and again at start-up.
-	d.Dataplane.Services = make([]proxy.Service, 0, len(e.order))
+	if len(e.order) > 0 {
+		d.Dataplane.Services = make([]proxy.Service, 0, len(e.order))
+	}
 	for _, n := range e.order {
 		r := e.renderService(n)
 		d.Dataplane.Services = append(d.Dataplane.Services, r.services...)
