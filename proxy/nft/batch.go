@@ -363,6 +363,9 @@ func (d *Dataplane) flush(ctx context.Context, bs []*batch) error {
 // ops join it as long as every acknowledgement fits the receive buffer, the
 // rest go in transactions of their own before (pre) or after (post) it.
 func (d *Dataplane) flushBatch(b *batch, i, n int) error {
+	if len(b.pre) == 0 && len(b.post) == 0 && d.nl != nil {
+		return d.flushElems(b, i, n)
+	}
 	c := d.conn
 	msgs, dels, adds := 0, 0, 0
 	send := func() error {
@@ -428,6 +431,34 @@ func (d *Dataplane) flushBatch(b *batch, i, n int) error {
 		msgs += o.msgs
 	}
 	return send()
+}
+
+// flushElems sends a batch of elements only, encoded by elemMsgs, in one
+// transaction: what flushBatch does through the library, without its
+// per-element garbage.
+func (d *Dataplane) flushElems(b *batch, i, n int) error {
+	// Not in place: a batch's elements may alias other batches' (pack).
+	del, add := sortedElems(b.del, false), sortedElems(b.add, true)
+	if len(del)+len(add) == 0 {
+		return nil
+	}
+	pid := d.portid.Load()
+	buf := appendBatchMarker(d.batchBuf[:0], unix.NFNL_MSG_BATCH_BEGIN, pid)
+	buf, nd := d.appendElemMsgs(buf, del, true)
+	buf, na := d.appendElemMsgs(buf, add, false)
+	buf = appendBatchMarker(buf, unix.NFNL_MSG_BATCH_END, pid)
+	d.batchBuf = buf // reused: a cold sync sends ~1 MiB batches
+	msgs := nd + na
+	d.stats.Batches++
+	d.stats.Messages += uint64(msgs)
+	d.stats.Elements += uint64(len(del) + len(add))
+	d.stats.MaxMessages = max(d.stats.MaxMessages, uint64(msgs))
+	if err := sendElems(d.nl, buf, msgs); err != nil {
+		d.redial()
+		return d.batchErr(err, fmt.Sprintf("nft: batch %d of %d (%d messages, %d deletes, %d adds)", i+1, n, msgs, len(del), len(add)))
+	}
+	d.commits++ // the generation moved by one (gen.go)
+	return nil
 }
 
 // batchErr wraps a failed transaction's error; a lost acknowledgement
