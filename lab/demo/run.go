@@ -113,6 +113,12 @@ func (d *Daemon) Stop(timeout time.Duration) error {
 
 // WaitAPI waits until the daemon's API answers /readyz inside the gateway namespace.
 func (l *Lab) WaitAPI(ctx context.Context, listen string, d *Daemon) error {
+	return l.WaitAPIEvery(ctx, listen, d, 100*time.Millisecond)
+}
+
+// WaitAPIEvery is WaitAPI polling every interval (a start-up figure needs
+// a finer clock than 100 ms).
+func (l *Lab) WaitAPIEvery(ctx context.Context, listen string, d *Daemon, every time.Duration) error {
 	c := l.Gateway.HTTPClient(time.Second)
 	for {
 		resp, err := c.Get("http://" + listen + "/readyz")
@@ -127,7 +133,7 @@ func (l *Lab) WaitAPI(ctx context.Context, listen string, d *Daemon) error {
 			return fmt.Errorf("daemon exited before becoming ready: %v", d.err)
 		case <-ctx.Done():
 			return fmt.Errorf("daemon not ready: %w (last: %v)", ctx.Err(), err)
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(every):
 		}
 	}
 }

@@ -127,27 +127,16 @@ func (e *env) waitReady(limit time.Duration) time.Duration {
 	return time.Since(t0)
 }
 
-// readyAt polls /readyz every 10 ms and returns when it first said ready:
-// a start-up figure must not carry waitReady's 100 ms between polls.
+// readyAt returns when /readyz first said ready, polled every 10 ms: a
+// start-up figure must not carry waitReady's 100 ms between polls.
 func (e *env) readyAt(limit time.Duration) time.Time {
 	e.t.Helper()
-	c := e.lab.Gateway.HTTPClient(time.Second)
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
-		if resp, err := c.Get("http://" + apiListen + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return time.Now()
-			}
-		}
-		select {
-		case <-e.d.Done():
-			e.t.Fatalf("the daemon exited before it was ready\n%s", e.logs.Tail(40))
-		case <-time.After(10 * time.Millisecond):
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	if err := e.lab.WaitAPIEvery(ctx, apiListen, e.d, 10*time.Millisecond); err != nil {
+		e.t.Fatalf("%v\n%s", err, e.logs.Tail(40))
 	}
-	e.t.Fatalf("not ready within %s\n%s", limit, e.logs.Tail(40))
-	return time.Time{}
+	return time.Now()
 }
 
 // kill9 kills the daemon with SIGKILL (no shutdown path runs) and reaps it.

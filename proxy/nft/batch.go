@@ -372,18 +372,7 @@ func (d *Dataplane) flushBatch(b *batch, i, n int) error {
 		if msgs == 0 {
 			return nil
 		}
-		d.stats.Batches++
-		d.stats.Messages += uint64(msgs)
-		d.stats.Elements += uint64(dels + adds)
-		d.stats.MaxMessages = max(d.stats.MaxMessages, uint64(msgs))
-		err := c.Flush()
-		if err == nil {
-			d.commits++ // the generation moved by one (gen.go)
-		}
-		if err != nil {
-			d.redial()
-			err = d.batchErr(err, fmt.Sprintf("nft: batch %d of %d (%d messages, %d deletes, %d adds)", i+1, n, msgs, dels, adds))
-		}
+		err := d.sent(c.Flush(), i, n, msgs, dels, adds)
 		msgs, dels, adds = 0, 0, 0
 		return err
 	}
@@ -449,15 +438,22 @@ func (d *Dataplane) flushElems(b *batch, i, n int) error {
 	buf = appendBatchMarker(buf, unix.NFNL_MSG_BATCH_END, pid)
 	d.batchBuf = buf // reused: a cold sync sends ~1 MiB batches
 	msgs := nd + na
+	return d.sent(sendElems(d.nl, buf, msgs), i, n, msgs, len(del), len(add))
+}
+
+// sent records a transaction that was sent (either way) and its outcome:
+// the statistics, the generation moving by one when it was taken
+// (gen.go), a fresh socket and a wrapped error when not.
+func (d *Dataplane) sent(err error, i, n, msgs, dels, adds int) error {
 	d.stats.Batches++
 	d.stats.Messages += uint64(msgs)
-	d.stats.Elements += uint64(len(del) + len(add))
+	d.stats.Elements += uint64(dels + adds)
 	d.stats.MaxMessages = max(d.stats.MaxMessages, uint64(msgs))
-	if err := sendElems(d.nl, buf, msgs); err != nil {
+	if err != nil {
 		d.redial()
-		return d.batchErr(err, fmt.Sprintf("nft: batch %d of %d (%d messages, %d deletes, %d adds)", i+1, n, msgs, len(del), len(add)))
+		return d.batchErr(err, fmt.Sprintf("nft: batch %d of %d (%d messages, %d deletes, %d adds)", i+1, n, msgs, dels, adds))
 	}
-	d.commits++ // the generation moved by one (gen.go)
+	d.commits++
 	return nil
 }
 
