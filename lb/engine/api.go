@@ -16,50 +16,13 @@ import (
 )
 
 // Every method below runs on the engine goroutine through do; the bodies
-// may touch engine state freely.
+// may touch engine state freely. The reads are in view.go.
 
-func (e *Engine) poolStatus(name string) lb.PoolStatus {
-	p := e.pools[name].Pool
-	p.Ranges = append([]lb.Range(nil), p.Ranges...)
-	size, used := e.alloc.Usage(name)
-	return lb.PoolStatus{Pool: p, Size: size, Used: used}
-}
+// poolStatus and serviceStatus describe the engine's current state (inside
+// an operation, before its view is published).
+func (e *Engine) poolStatus(name string) lb.PoolStatus { return e.current().poolStatus(name) }
 
-func (e *Engine) serviceStatus(name string) lb.ServiceStatus {
-	s := e.svcs[name]
-	failed := e.refused[name]
-	if failed == "" {
-		failed = e.disagree[name] // fleet: this gateway's config file says otherwise (fleet.go)
-	}
-	return lb.ServiceStatus{Spec: store.CloneSpec(s.Spec), VIPs: e.alloc.IPs(name), Pending: s.pending, Failed: failed}
-}
-
-func notFound(kind, name string) error {
-	return fmt.Errorf("%s %q: %w", kind, name, lb.ErrNotFound)
-}
-
-// Pools lists every pool with its usage, sorted by name.
-func (e *Engine) Pools(ctx context.Context) (out []lb.PoolStatus, err error) {
-	err = e.do(ctx, func() error {
-		for _, n := range store.Names(e.pools) {
-			out = append(out, e.poolStatus(n))
-		}
-		return nil
-	})
-	return out, err
-}
-
-// Pool returns one pool with its usage.
-func (e *Engine) Pool(ctx context.Context, name string) (out lb.PoolStatus, err error) {
-	err = e.do(ctx, func() error {
-		if _, ok := e.pools[name]; !ok {
-			return notFound("pool", name)
-		}
-		out = e.poolStatus(name)
-		return nil
-	})
-	return out, err
-}
+func (e *Engine) serviceStatus(name string) lb.ServiceStatus { return e.current().serviceStatus(name) }
 
 // CreatePool adds a pool (origin api). It refuses a name in use and ranges
 // overlapping another pool (*lb.ConflictError quoting both ranges).
@@ -147,29 +110,6 @@ func (e *Engine) usersOf(pool string) string {
 		}
 	}
 	return fmt.Sprint(names)
-}
-
-// Services lists every standalone service, sorted by name.
-func (e *Engine) Services(ctx context.Context) (out []lb.ServiceStatus, err error) {
-	err = e.do(ctx, func() error {
-		for _, n := range store.Names(e.svcs) {
-			out = append(out, e.serviceStatus(n))
-		}
-		return nil
-	})
-	return out, err
-}
-
-// Service returns one service.
-func (e *Engine) Service(ctx context.Context, name string) (out lb.ServiceStatus, err error) {
-	err = e.do(ctx, func() error {
-		if _, ok := e.svcs[name]; !ok {
-			return notFound("service", name)
-		}
-		out = e.serviceStatus(name)
-		return nil
-	})
-	return out, err
 }
 
 // validation prepares what validate checks specs against: the pools and

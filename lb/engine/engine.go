@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -88,6 +89,8 @@ type Engine struct {
 	// version counts published states, so readers that poll (the web UI)
 	// skip re-encoding 10,000 services when nothing changed.
 	version atomic.Uint64
+	// view is what reads see (view.go): set after every operation.
+	view atomic.Pointer[view]
 
 	// Owned by the Run goroutine (and by NewEngine before Run starts).
 	st        store.Store
@@ -144,6 +147,7 @@ func NewEngine(st store.Store, opts Options) (*Engine, error) {
 	if err := e.restore(); err != nil {
 		return nil, err
 	}
+	e.publishView()
 	return e, nil
 }
 
@@ -164,7 +168,9 @@ func (e *Engine) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case o := <-e.ops:
-			o.done <- e.retry(o.f)
+			err := e.retry(o.f)
+			e.publishView()
+			o.done <- err
 		case <-changed:
 			// Another gateway committed (or the watch restarted): take the
 			// store's state as the engine's, on this goroutine like any
@@ -172,14 +178,16 @@ func (e *Engine) Run(ctx context.Context) error {
 			if err := e.retry(e.resync); err != nil {
 				e.log.Warn("shared store: resync failed; keeping the state last read", "err", err)
 			}
+			e.publishView()
 		}
 	}
 }
 
 // do runs f on the engine goroutine and returns its result. Once the
 // operation is handed over it runs to completion even if ctx ends (so the
-// caller's view never disagrees with what happened); the wait is short, as
-// operations do no network I/O.
+// caller's view never disagrees with what happened). Writes wait for the
+// operations queued before them, each one store commit (against a shared
+// store, with its retries); reads do not queue (view.go).
 func (e *Engine) do(ctx context.Context, f func() error) error {
 	o := op{f: f, done: make(chan error, 1)}
 	select {
@@ -297,12 +305,15 @@ func (e *Engine) rebuild(st store.State) (int, error) {
 		}
 	}
 	// Swap in. Every rendering is dropped: any service may have changed.
+	// refused is rebuilt, not edited: a published view may hold it.
+	refused := maps.Clone(e.refused)
 	for n := range e.svcs {
 		if _, ok := svcs[n]; !ok {
 			delete(e.unhealthy, n)
-			delete(e.refused, n)
+			delete(refused, n)
 		}
 	}
+	e.refused = refused
 	e.alloc, e.pools, e.svcs = alloc, st.Pools, svcs
 	e.rendered, e.order = nil, nil
 	return restored, nil
