@@ -122,16 +122,26 @@ func TestConcurrentCallers(t *testing.T) {
 			t.Fatalf("%s: store %v, engine %v", s.Spec.Name, st.Assignments[s.Spec.Name], s.VIPs)
 		}
 	}
-	// The per-service render cache agrees with a render from scratch.
+	checkRenderCache(t, e)
+	t.Logf("%d services, %d addresses in use after 320 concurrent calls", len(svcs), len(holders))
+}
+
+// checkRenderCache: the per-service render cache agrees with a render from
+// scratch, and the published desired state is that render.
+func checkRenderCache(t *testing.T, e *Engine) {
+	t.Helper()
 	if err := e.do(ctx, func() error {
 		cached := e.desired()
 		e.rendered, e.order = nil, nil
-		if fresh := e.desired(); !reflect.DeepEqual(cached, fresh) {
+		fresh := e.desired()
+		if !reflect.DeepEqual(cached, fresh) {
 			return errors.New("cached desired state differs from a fresh render")
+		}
+		if !reflect.DeepEqual(fresh, e.Desired()) {
+			return errors.New("the published desired state is not a render of the engine's state")
 		}
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d services, %d addresses in use after 320 concurrent calls", len(svcs), len(holders))
 }

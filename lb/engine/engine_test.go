@@ -314,6 +314,9 @@ func TestRefusals(t *testing.T) {
 	if err != nil || len(st.VIPs) != 1 || st.VIPs[0] != addr("192.0.2.1") {
 		t.Fatalf("after failures: %+v %v", st, err)
 	}
+	// The desired state rendered while a refused commit was in flight left
+	// nothing behind in the render cache.
+	checkRenderCache(t, e)
 }
 
 func TestPendingGetsFreedAddress(t *testing.T) {
@@ -536,4 +539,39 @@ func TestDesiredHealthTargets(t *testing.T) {
 	if got := e.Desired().Health; len(got) != 0 {
 		t.Fatalf("after delete: %+v", got)
 	}
+}
+
+// A change whose store commit fails was rendered while the commit ran (the
+// render overlaps the store write); nothing of that render may survive.
+// Here: web's new backends are refused by the store, then another service
+// is added — web must still render with its old backends.
+func TestRefusedCommitLeavesNoRender(t *testing.T) {
+	mem := store.NewMem()
+	e := start(t, mem, Options{})
+	if _, err := e.CreatePool(ctx, mustPool(t, "p", true, "192.0.2.0/28")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.PutService(ctx, svc("web", 80, "198.51.100.2")); err != nil {
+		t.Fatal(err)
+	}
+	before := e.Desired()
+	mem.FailCommits(errors.New("disk full"))
+	if _, _, err := e.PutService(ctx, svc("web", 80, "198.51.100.99")); err == nil {
+		t.Fatal("the store refused the change, yet PutService succeeded")
+	}
+	mem.FailCommits(nil)
+	if !reflect.DeepEqual(before, e.Desired()) {
+		t.Fatal("a refused change was published")
+	}
+	if _, _, err := e.PutService(ctx, svc("other", 81, "198.51.100.3")); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range e.Desired().Dataplane.Services {
+		for _, b := range s.Backends {
+			if b.Addr.Addr() == addr("198.51.100.99") {
+				t.Fatalf("%s renders the refused backend %s", s.Name, b.Addr)
+			}
+		}
+	}
+	checkRenderCache(t, e)
 }
