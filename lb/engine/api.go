@@ -292,10 +292,10 @@ func (e *Engine) SyncConfig(ctx context.Context, pools []lb.Pool, services []lb.
 			next[specs[i].Name] = &service{Service: store.Service{Spec: specs[i], Origin: store.OriginConfig}}
 		}
 		vo := e.validation(t.pools, next)
+		if i, err := firstError(len(specs), func(i int) error { return e.validate(&specs[i], vo) }); err != nil {
+			return fmt.Errorf("config: service %q: %w", specs[i].Name, err)
+		}
 		for i := range specs {
-			if err := e.validate(&specs[i], vo); err != nil {
-				return fmt.Errorf("config: service %q: %w", specs[i].Name, err)
-			}
 			ns := store.Service{Spec: specs[i], Origin: store.OriginConfig}
 			if old, ok := e.svcs[specs[i].Name]; !ok || !reflect.DeepEqual(old.Service, ns) {
 				t.putService(ns)
