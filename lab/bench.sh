@@ -73,7 +73,7 @@ step plain 40m $GO test -count=1 -run '^$' -bench . -benchtime 1s $(plain_pkgs)
 step nft 20m $GO test -count=1 -tags netns -run '^$' -bench Netns -benchtime 3x ./proxy/nft/
 step faults 40m env EDGELB_THROUGHPUT_SECONDS=10 EDGELB_FLOW_SECONDS=30 $GO test -count=1 -p 1 -timeout 35m -tags netns -v -run '^TestNetns(Kill9During10kSync|TamperRestored|DrainUnderLoad|SIGHUPKeepsConnections|FirstPacketLatency|StoreDamageRefusesStart|Throughput|FlowStream)$' ./lab/faults/
 # Idle cost at 10,000 and 50,000 services over 120 s (make test runs 2,000 over 15 s).
-step idle10k 20m env EDGELB_IDLE_SERVICES=10000 EDGELB_IDLE_WINDOW_S=120 $GO test -count=1 -timeout 18m -tags netns -v -run '^TestNetnsIdleCost$' ./lab/faults/
+step idle10k 20m env EDGELB_IDLE_SERVICES=10000 EDGELB_IDLE_WINDOW_S=120 EDGELB_IDLE_STARTS=5 $GO test -count=1 -timeout 18m -tags netns -v -run '^TestNetnsIdleCost$' ./lab/faults/
 step idle50k 30m env EDGELB_IDLE_SERVICES=50000 EDGELB_IDLE_WINDOW_S=120 $GO test -count=1 -timeout 28m -tags netns -v -run '^TestNetnsIdleCost$' ./lab/faults/
 if [[ $SKIP != *" k8s "* ]]; then lab/tools/build.sh >"$LOGS/k8s-tools.log" 2>&1 || echo "bench: lab/tools/build.sh failed (see $LOGS/k8s-tools.log)" >&2; fi
 step k8s 50m $GO test -count=1 -p 1 -timeout 45m -tags k8s -v -run '^TestK8s(Latency|TwoInstances|Services|APIServerGone60s|SIGTERMReleasesLease|PoolChangesNoDuplicates|StatusBurst)$' ./lb/k8s/ ./lab/faults/
@@ -216,9 +216,16 @@ for n in 10k 50k; do
   parts=$(sedp idle$n 's/.*idle: after the window RssAnon \([0-9.]*\) MiB, RssFile \([0-9.]*\) MiB (the mapped binary), peak VmHWM \([0-9.]*\) MiB.*/; after the window RssAnon \1 MiB (the heap: live data plus what was allocated since the last GC, up to 1.5× the live heap once ready), RssFile \2 MiB (the mapped binary), peak VmHWM \3 MiB (start-up)/p')
   when="$when$parts"
   row idle$n "Daemon memory (VmRSS): $N services × 10 backends loaded from a config file by \`edgelb run --config FILE\` (the binary copied into place as \`make install\` does and started as a child process of the test; no REST, no Kubernetes), resync interval 5 s (TestNetnsIdleCost)" "${r0:+**$r1 MiB** after the window, $r0 MiB at ready; $when}" "$(goal "< 100 MiB")" "the issue's hand run: 183 MB right after ready, 196 MB 50 s later (10,000 × 10, config file)" TestNetnsIdleCost "$([ $n = 10k ] && echo "$r1 < 100")"
-  st=$(idle $n start_to_ready_s)
-  ph=$(sedp idle$n 's/.*startup_config_s=\([0-9.]*\) startup_checks_s=\([0-9.]*\) startup_writer_s=\([0-9.]*\) startup_apply_s=\([0-9.]*\).*/config \1 s, host checks \2 s, writer \3 s, dataplane + first apply \4 s/p')
-  row idle$n "… start to ready, $N services from a config file (from the spawn to the first ready /readyz, polled every 10 ms; the file written before)" "${st:+**$st s** ($ph)}" "$(goal "< 1 s")" "—" TestNetnsIdleCost "$([ $n = 10k ] && echo "$st < 1")"
+  # Several cold starts (EDGELB_IDLE_STARTS): the median is judged, every
+  # start is shown; a single start is judged where only one ran.
+  st=$(sedp idle$n 's/.*MEASURED idle-starts .* start_to_ready_median_s=\([0-9.]*\) .*/\1/p')
+  if [ -n "$st" ]; then
+    ph=$(sedp idle$n 's/.*MEASURED idle-starts services=[0-9]* starts=\([0-9]*\) .*all_s=\([0-9.,]*\) median_startup_config_s=\([0-9.]*\) startup_checks_s=\([0-9.]*\) startup_writer_s=\([0-9.]*\) startup_apply_s=\([0-9.]*\).*/median of \1 cold starts (each s: \2); the median start: config \3 s, host checks \4 s, writer \5 s, dataplane + first apply \6 s/p')
+  else
+    st=$(idle $n start_to_ready_s)
+    ph=$(sedp idle$n 's/.*startup_config_s=\([0-9.]*\) startup_checks_s=\([0-9.]*\) startup_writer_s=\([0-9.]*\) startup_apply_s=\([0-9.]*\).*/one start: config \1 s, host checks \2 s, writer \3 s, dataplane + first apply \4 s/p')
+  fi
+  row idle$n "… start to ready, $N services from a config file (from the spawn to the first ready /readyz, polled every 10 ms; the file written before; each start from a stopped daemon, an empty table and an empty state directory)" "${st:+**$st s** ($ph)}" "$(goal "< 1 s")" "—" TestNetnsIdleCost "$([ $n = 10k ] && echo "$st < 1")"
   rp=$(idle $n repair_s)
   row idle$n "… a frontend deleted by hand, $N services: repaired by the next resync" "${rp:+**resync $(idle $n repaired_by_resync) after it**, $rp s after the edit (interval 5 s)}" "the first resync after it" "—" TestNetnsIdleCost
 done
