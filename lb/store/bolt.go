@@ -276,44 +276,32 @@ func sortedBy[T any](recs []T, key func(*T) string) []*T {
 }
 
 // encodeServices frames each service's record, on every core when there
-// are many: a first start at 10,000 services encodes them all, ~40 ms of
-// JSON on one core that the bbolt transaction would otherwise wait for
-// (issue 18: start-up). The error is the first service's in order, as a
-// loop over them would give.
-func encodeServices(ss []*Service) ([][]byte, error) {
+// are many: a first start at 10,000 services encodes them all, which the
+// bbolt transaction would otherwise wait for on one core (issue 18:
+// start-up).
+func encodeServices(ss []*Service) [][]byte {
 	out := make([][]byte, len(ss))
-	errs := make([]error, len(ss))
 	enc := func(from, to int) {
 		for i := from; i < to; i++ {
-			v, err := encodeService(*ss[i])
-			if err != nil {
-				errs[i] = fmt.Errorf("service %q: %w", ss[i].Spec.Name, err)
-				continue
-			}
-			out[i] = frame(ss[i].Spec.Name, v)
+			out[i] = frameService(ss[i])
 		}
 	}
 	workers := min(runtime.GOMAXPROCS(0), len(ss)/parallelMin)
 	if workers < 2 {
 		enc(0, len(ss))
-	} else {
-		var wg sync.WaitGroup
-		per := (len(ss) + workers - 1) / workers
-		for from := 0; from < len(ss); from += per {
-			wg.Add(1)
-			go func(from, to int) {
-				defer wg.Done()
-				enc(from, to)
-			}(from, min(from+per, len(ss)))
-		}
-		wg.Wait()
+		return out
 	}
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
+	var wg sync.WaitGroup
+	per := (len(ss) + workers - 1) / workers
+	for from := 0; from < len(ss); from += per {
+		wg.Add(1)
+		go func(from, to int) {
+			defer wg.Done()
+			enc(from, to)
+		}(from, min(from+per, len(ss)))
 	}
-	return out, nil
+	wg.Wait()
+	return out
 }
 
 // parallelMin is how many records each encoding goroutine takes at least.
@@ -368,10 +356,7 @@ func (b *Bolt) Commit(c Change) error {
 				}
 			}
 			sorted := sortedBy(c.PutServices, func(s *Service) string { return s.Spec.Name })
-			recs, err := encodeServices(sorted)
-			if err != nil {
-				return err
-			}
+			recs := encodeServices(sorted)
 			for i, s := range sorted {
 				if err := svcs.Put([]byte(s.Spec.Name), recs[i]); err != nil {
 					return fmt.Errorf("service %q: %w", s.Spec.Name, err)
