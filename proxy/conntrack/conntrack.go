@@ -44,6 +44,15 @@ type Options struct {
 	// Now is the clock for flows whose kernel start timestamp is missing
 	// (nf_conntrack_timestamp off); default time.Now.
 	Now func() time.Time
+	// Updates has Watch follow update events (a flow's state changes) as
+	// they happen. Without it Watch hears of new and destroyed flows at
+	// once and of state changes at the next re-dump: a connection opened
+	// and reset costs it two events instead of five (SYN_RECV,
+	// ESTABLISHED and CLOSE are updates), at 1,000 new flows/s the larger
+	// part of its CPU. Set it when the dataplane limits flows' events to
+	// "destroy" and "assured" (nft.Options.SyncEvents, for state sync):
+	// there a flow's first event is the assured update.
+	Updates bool
 }
 
 // DefaultResync is how often Watch re-dumps: often enough that byte counters
@@ -59,6 +68,8 @@ type Source struct {
 	// seen remembers when a flow was first observed, for flows without a
 	// kernel timestamp, so their age stays stable across dumps.
 	seen map[uint32]time.Time
+	// resynced, when set (tests), runs after each of Watch's dumps.
+	resynced func()
 }
 
 var _ proxy.FlowSource = (*Source)(nil)
@@ -191,7 +202,11 @@ func (w *watcher) run(ctx context.Context) error {
 		return fmt.Errorf("conntrack: set event buffer to %d bytes: %w", s.opts.ReadBuffer, err)
 	}
 	evc := make(chan ct.Event, 1024)
-	errc, err := ec.Listen(evc, 1, netfilter.GroupsCT)
+	groups := []netfilter.NetlinkGroup{netfilter.GroupCTNew, netfilter.GroupCTDestroy}
+	if s.opts.Updates {
+		groups = netfilter.GroupsCT
+	}
+	errc, err := ec.Listen(evc, 1, groups)
 	if err != nil {
 		ec.Close()
 		return fmt.Errorf("conntrack: join event groups: %w", err)
@@ -283,6 +298,9 @@ func (w *watcher) resync(ctx context.Context) error {
 	}
 	for _, ev := range Diff(w.known, flows) {
 		w.fn(ev)
+	}
+	if w.src.resynced != nil {
+		w.src.resynced()
 	}
 	return nil
 }

@@ -21,11 +21,12 @@ import (
 	"github.com/edgelb/edgelb/proxy"
 )
 
-// TestNetnsConntrackFlows builds client → gateway → backend namespaces, has
-// the gateway DNAT a VIP and set edgelb's ct mark with a hand-written nft
-// table (a stand-in for proxy/nft), and checks that the Source dumps and
-// watches exactly the marked flow, with counters, and not the unmarked one.
-func TestNetnsConntrackFlows(t *testing.T) {
+// ctLab builds client → gateway → backend namespaces; the gateway DNATs
+// 203.0.113.10:80 to the backend's echo server at 198.51.100.2:8080 and sets
+// edgelb's ct mark, with a hand-written nft table (a stand-in for proxy/nft;
+// extra is added to the rule, e.g. "ct event set destroy,assured"). A plain
+// echo listener on the gateway at 192.0.2.1:9000 gives an unmarked flow.
+func ctLab(t *testing.T, extra string) (cli, gw *netns.NS, ctx context.Context) {
 	netns.RequireRoot(t)
 	cli, gw, be := netns.NewT(t, "ctc"), netns.NewT(t, "ctg"), netns.NewT(t, "ctb")
 	must := func(err error) {
@@ -52,14 +53,14 @@ func TestNetnsConntrackFlows(t *testing.T) {
 	ruleset := fmt.Sprintf(`table ip elbcttest {
   chain pre {
     type nat hook prerouting priority dstnat; policy accept;
-    ip daddr 203.0.113.10 tcp dport 80 ct mark set %#x dnat to 198.51.100.2:8080
+    ip daddr 203.0.113.10 tcp dport 80 ct mark set %#x %s dnat to 198.51.100.2:8080
   }
 }
-`, proxy.CTMark)
+`, proxy.CTMark, extra)
 	f := filepath.Join(t.TempDir(), "lb.nft")
 	must(os.WriteFile(f, []byte(ruleset), 0o644))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
 	if out, err := gw.Exec(ctx, "nft", "-f", f); err != nil {
 		t.Fatalf("nft: %v %s", err, out)
 	}
@@ -84,6 +85,19 @@ func TestNetnsConntrackFlows(t *testing.T) {
 	t.Cleanup(func() { gl.Close() })
 	go echo(gl)
 
+	return cli, gw, ctx
+}
+
+// TestNetnsConntrackFlows (ctLab) checks that the Source dumps and
+// watches exactly the marked flow, with counters, and not the unmarked one.
+func TestNetnsConntrackFlows(t *testing.T) {
+	cli, gw, ctx := ctLab(t, "")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	src, err := New(Options{NetNS: int(gw.Handle()), Resync: 300 * time.Millisecond})
 	must(err)
 	t.Cleanup(func() { src.Close() })
@@ -188,6 +202,19 @@ func TestNetnsConntrackFlows(t *testing.T) {
 	})
 	t.Logf("counter update via resync after %v", d.Round(time.Millisecond))
 
+	// A state change: Watch does not follow update events (Options.Updates
+	// unset), so the close reaches it by the next re-dump.
+	c.Close()
+	d = waitFor("FlowUpdate with the state after the close", func(evs []proxy.FlowEvent) bool {
+		for _, e := range evs {
+			if isOurs(e) && e.Type == proxy.FlowUpdate && e.Flow.State != "ESTABLISHED" {
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("state change via resync after %v", d.Round(time.Millisecond))
+
 	// Removing the entry (as the kernel does on timeout) gives FlowDestroy.
 	dc, err := ct.Dial(&netlink.Config{NetNS: int(gw.Handle())})
 	must(err)
@@ -228,5 +255,83 @@ func roundTrip(t *testing.T, c net.Conn, n int) {
 	}
 	if _, err := io.ReadFull(c, buf); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestNetnsConntrackAssuredOnly: with state sync the dataplane limits a
+// VIP flow's events to "destroy" and "assured" (nft.Options.SyncEvents), so
+// its first event is an update. With Options.Updates Watch reports the flow
+// from that event; without, no event can bring it (the re-dump is an hour
+// away here): the daemon sets Updates exactly when it sets SyncEvents.
+func TestNetnsConntrackAssuredOnly(t *testing.T) {
+	cli, gw, ctx := ctLab(t, "ct event set destroy,assured")
+	for _, updates := range []bool{true, false} {
+		src, err := New(Options{NetNS: int(gw.Handle()), Resync: time.Hour, Updates: updates})
+		if err != nil {
+			t.Fatal(err)
+		}
+		news := make(chan proxy.Flow, 16)
+		dumped := make(chan struct{}, 1)
+		src.resynced = func() {
+			select {
+			case dumped <- struct{}{}:
+			default:
+			}
+		}
+		wctx, wcancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() {
+			done <- src.Watch(wctx, func(e proxy.FlowEvent) {
+				if e.Type == proxy.FlowNew {
+					news <- e.Flow
+				}
+			})
+		}()
+		// Watch listens, then dumps (an empty table): connections made
+		// after the dump can reach it only as events.
+		select {
+		case <-dumped:
+		case <-time.After(10 * time.Second):
+			t.Fatal("Watch did not dump within 10 s")
+		}
+		// Connections through the VIP, one every 100 ms, each assured by
+		// an echo round trip: with Updates until one is reported, without
+		// for 1 s.
+		clients := map[netip.AddrPort]bool{}
+		var got bool
+		limit := time.Now().Add(5 * time.Second)
+		if !updates {
+			limit = time.Now().Add(time.Second)
+		}
+		for !got && time.Now().Before(limit) {
+			c, err := cli.DialContext(ctx, "tcp", "203.0.113.10:80")
+			if err != nil {
+				t.Fatal(err)
+			}
+			roundTrip(t, c, 100)
+			clients[netip.MustParseAddrPort(c.LocalAddr().String())] = true
+			defer c.Close()
+			tick := time.After(100 * time.Millisecond)
+		drain:
+			for {
+				select {
+				case f := <-news:
+					got = got || clients[f.Client]
+				case <-tick:
+					break drain
+				}
+			}
+		}
+		wcancel()
+		if err := <-done; err != nil {
+			t.Errorf("Watch: %v", err)
+		}
+		src.Close()
+		switch {
+		case updates && !got:
+			t.Errorf("Updates: none of %d flows, whose first event is their assured update, was reported within 5 s", len(clients))
+		case !updates && got:
+			t.Errorf("without Updates a flow was reported, yet no new event exists for it: the ruleset's event mask did not apply")
+		}
 	}
 }

@@ -71,7 +71,8 @@ func newDataplane(cfg *config.Config, log *slog.Logger) (proxy.Dataplane, proxy.
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		src, err := conntrack.New(conntrack.Options{})
+		// With SyncEvents a flow's first event is its "assured" update.
+		src, err := conntrack.New(conntrack.Options{Updates: opts.SyncEvents})
 		if err != nil {
 			dp.Close()
 			return nil, nil, nil, err
