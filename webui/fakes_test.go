@@ -314,7 +314,6 @@ type fakeFlows struct {
 	watchers map[int]func(proxy.FlowEvent)
 	next     int
 	nextID   uint64
-	dumps    int // Snapshot calls
 }
 
 func newFakeFlows() *fakeFlows {
@@ -324,7 +323,6 @@ func newFakeFlows() *fakeFlows {
 func (f *fakeFlows) Snapshot(ctx context.Context) ([]proxy.Flow, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.dumps++
 	out := make([]proxy.Flow, 0, len(f.flows))
 	for _, fl := range f.flows {
 		out = append(out, fl)

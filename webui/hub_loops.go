@@ -11,9 +11,8 @@ import (
 // the batches that turn them into delta frames.
 
 // runFlows feeds the hub from src: an authoritative Snapshot every resync
-// (events may be lost; counters change without events) while no Watch
-// runs, and Watch, which re-dumps on its own, while someone watches the
-// live view.
+// (events may be lost; counters change without events), and Watch while
+// someone watches the live view.
 //
 // Following conntrack events is not free for the gateway: while any
 // process listens to them, the kernel builds an event message for every
@@ -63,14 +62,7 @@ func (h *hub) runFlows(ctx context.Context, src proxy.FlowSource, resync time.Du
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			// While Watch runs it re-dumps on its own (every
-			// conntrack.Options.Resync, 2 s) and reports the difference:
-			// a second dump here would only repeat it (at 1,000 new
-			// flows/s, ~10,000 flows in the table, a sixth of the daemon's
-			// CPU went to the two).
-			if stopWatch == nil {
-				h.resyncFlows(ctx, src)
-			}
+			h.resyncFlows(ctx, src)
 		case <-h.viewers:
 			if h.cfg.watchIdle < 0 {
 				continue

@@ -61,31 +61,6 @@ func TestFlowWatchOnlyWhileViewed(t *testing.T) {
 	waitUntil(t, "the watch to stop after the viewer left", func() bool { return src.watcherCount() == 0 })
 }
 
-func (f *fakeFlows) dumpCount() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.dumps
-}
-
-// While a watch runs the hub takes no dumps of its own (the FlowSource's
-// Watch re-dumps and reports the difference); with no viewer it does.
-func TestNoHubDumpsWhileWatching(t *testing.T) {
-	src := newFakeFlows()
-	_, ts := startServer(t, newFakeManager(), func(o *Options) {
-		o.Flows, o.FlowResync, o.FlowWatchIdle = src, 10*time.Millisecond, time.Hour
-	})
-	waitUntil(t, "dumps with no viewer", func() bool { return src.dumpCount() >= 3 })
-	st := openStream(t, ts.URL, "")
-	defer st.close()
-	st.next(t, "snapshot")
-	waitUntil(t, "a watch while the stream is open", func() bool { return src.watcherCount() == 1 })
-	n := src.dumpCount()
-	time.Sleep(200 * time.Millisecond) // 20 resync periods
-	if d := src.dumpCount() - n; d != 0 {
-		t.Fatalf("%d hub dumps in 20 resync periods while a watch ran, want 0", d)
-	}
-}
-
 // A negative FlowWatchIdle follows events always.
 func TestFlowWatchAlways(t *testing.T) {
 	src := newFakeFlows()
