@@ -367,7 +367,7 @@ func (e *Engine) SetRefused(ctx context.Context, refused map[string]string) erro
 			return nil
 		}
 		e.refused = byService
-		e.version.Add(1)
+		e.bumpVersion()
 		return nil
 	})
 }

@@ -224,11 +224,20 @@ func (e *Engine) Desired() lb.Desired {
 // addresses and backend health) may have changed; it never repeats.
 func (e *Engine) Version() uint64 { return e.version.Load() }
 
+// bumpVersion publishes the readers' view of the state, then moves the
+// version: a poller that reads Version and then the lists (the web UI,
+// which re-reads only when the version moves) must never get the lists
+// from before the version it holds.
+func (e *Engine) bumpVersion() {
+	e.publishView()
+	e.version.Add(1)
+}
+
 func (e *Engine) publish(d lb.Desired) {
 	e.subMu.Lock()
 	defer e.subMu.Unlock()
 	e.last = d
-	e.version.Add(1)
+	e.bumpVersion()
 	for _, ch := range e.subs {
 		select {
 		case <-ch: // drop the stale value

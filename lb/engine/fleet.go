@@ -156,7 +156,7 @@ func (e *Engine) seedConfig(ctx context.Context, pools []lb.Pool, specs []lb.Ser
 			return fmt.Errorf("apply config: %w", err)
 		}
 		e.disagree = disagree
-		e.version.Add(1)
+		e.bumpVersion()
 		return nil
 	})
 }
