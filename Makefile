@@ -45,7 +45,7 @@ test-unit: $(TESTCHECK)
 # UPGRADE_FROM: the last commit before the nft layout gave service ids a
 # class; lab/faults takes a gateway it programmed over under load.
 UPGRADE_FROM ?= d14835d
-test-netns: build
+test-netns: build $(TESTCHECK)
 	lab/deps.sh netns
 	set -o pipefail; EDGELB_OLD_BIN="$$(lab/oldbin.sh $(UPGRADE_FROM))" $(GOTEST) -json -p 1 -tags netns -run '^TestNetns' -timeout 20m $(PKGS) 2>&1 | $(REPORT)
 
