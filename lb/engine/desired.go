@@ -12,12 +12,8 @@ import (
 )
 
 // refresh recomputes the desired state and the gauges, then publishes.
-func (e *Engine) refresh() { e.refreshWith(e.desired()) }
-
-// refreshWith publishes d, the desired state rendered from the engine's
-// current state, and updates the state metrics.
-func (e *Engine) refreshWith(d lb.Desired) {
-	e.publish(d)
+func (e *Engine) refresh() {
+	e.publish(e.desired())
 	pending := 0
 	for _, s := range e.svcs {
 		if s.pending != "" {

@@ -314,8 +314,7 @@ func TestRefusals(t *testing.T) {
 	if err != nil || len(st.VIPs) != 1 || st.VIPs[0] != addr("192.0.2.1") {
 		t.Fatalf("after failures: %+v %v", st, err)
 	}
-	// The desired state rendered while a refused commit was in flight left
-	// nothing behind in the render cache.
+	// The refused changes left nothing behind in the render cache.
 	checkRenderCache(t, e)
 }
 
@@ -541,10 +540,10 @@ func TestDesiredHealthTargets(t *testing.T) {
 	}
 }
 
-// A change whose store commit fails was rendered while the commit ran (the
-// render overlaps the store write); nothing of that render may survive.
-// Here: web's new backends are refused by the store, then another service
-// is added — web must still render with its old backends.
+// A change whose store commit fails leaves nothing behind: not in the
+// published state, not in the render cache. Here: web's new backends are
+// refused by the store, then another service is added — web must still
+// render with its old backends.
 func TestRefusedCommitLeavesNoRender(t *testing.T) {
 	mem := store.NewMem()
 	e := start(t, mem, Options{})

@@ -171,44 +171,21 @@ func (t *txn) commit() error {
 			}
 		}
 	}
-	// The store writes (encoding, I/O, fsync; against etcd, a round trip)
-	// while this goroutine renders the new desired state: at start-up with
-	// 10,000 services the render no longer waits for the disk. Nothing is
-	// published until the commit succeeded.
-	var commitErr error
-	var committed chan struct{}
 	if !ch.Empty() {
-		committed = make(chan struct{})
-		go func() {
-			defer close(committed)
-			commitErr = t.e.st.Commit(ch)
-		}()
+		if err := t.e.st.Commit(ch); err != nil {
+			t.e.met.commits.WithLabelValues("error").Inc()
+			return fmt.Errorf("save the change: %w", err)
+		}
+		t.e.met.commits.WithLabelValues("ok").Inc()
 	}
 
-	// 5. Swap in and render; publish once the store has the change. The
-	// engine's fields are this goroutine's alone (reads take the published
-	// view, subscribers what publish sends), so a failed commit can put the
-	// old ones back before anyone looks.
+	// 5. Swap in and publish.
 	e := t.e
-	oldAlloc, oldPools, oldSvcs := e.alloc, e.pools, e.svcs
 	e.alloc, e.pools, e.svcs = t.alloc, t.pools, t.svcs
 	for n := range check {
 		_, had := t.origSvcs[n]
 		_, has := e.svcs[n]
 		e.invalidate(n, had != has)
-	}
-	d := e.desired()
-	if committed != nil {
-		<-committed
-		if commitErr != nil {
-			e.alloc, e.pools, e.svcs = oldAlloc, oldPools, oldSvcs
-			// The render cache now holds the state that was refused:
-			// dropped whole (the next change renders from scratch).
-			e.rendered, e.order = nil, nil
-			e.met.commits.WithLabelValues("error").Inc()
-			return fmt.Errorf("save the change: %w", commitErr)
-		}
-		e.met.commits.WithLabelValues("ok").Inc()
 	}
 	for n := range t.touched {
 		if _, ok := e.svcs[n]; !ok {
@@ -216,7 +193,7 @@ func (t *txn) commit() error {
 		}
 	}
 	e.met.allocations.Add(float64(allocations))
-	e.refreshWith(d)
+	e.refresh()
 	return nil
 }
 
