@@ -554,13 +554,18 @@ func (a *Allocator) Assigned() []string {
 // Clone returns an independent copy (the engine works on a copy and swaps
 // it in only once the store has the change, so a failed write leaves the
 // allocator as it was). The used sets are copied lazily (copy-on-write).
-func (a *Allocator) Clone() *Allocator {
+func (a *Allocator) Clone() *Allocator { return a.CloneFor(0) }
+
+// CloneFor is Clone with room for the given number of services and their
+// addresses: a start-up assigns 10,000 of them in one transaction, and
+// maps grown one doubling at a time rehashed every entry again and again.
+func (a *Allocator) CloneFor(services int) *Allocator {
 	c := &Allocator{
 		pools:  make(map[string]*poolState, len(a.pools)),
 		names:  slices.Clone(a.names),
 		order:  slices.Clone(a.order),
-		ips:    make(map[netip.Addr]*ipUse, len(a.ips)),
-		held:   make(map[string][]netip.Addr, len(a.held)),
+		ips:    make(map[netip.Addr]*ipUse, max(len(a.ips), services)),
+		held:   make(map[string][]netip.Addr, max(len(a.held), services)),
 		shared: make(map[string]map[netip.Addr]struct{}, len(a.shared)),
 	}
 	moved := make(map[*rangeState]*rangeState, len(a.ranges))

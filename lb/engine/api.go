@@ -253,7 +253,7 @@ func (e *Engine) SyncConfig(ctx context.Context, pools []lb.Pool, services []lb.
 		return e.seedConfig(ctx, pools, specs)
 	}
 	return e.do(ctx, func() error {
-		t := e.begin()
+		t := e.beginFor(len(specs))
 		inFile := map[string]bool{}
 		for _, p := range pools {
 			if err := lb.ValidateStandalonePool(&p); err != nil {
@@ -273,7 +273,7 @@ func (e *Engine) SyncConfig(ctx context.Context, pools []lb.Pool, services []lb.
 				t.deletePool(n)
 			}
 		}
-		inFile = map[string]bool{}
+		inFile = make(map[string]bool, len(specs))
 		for i := range specs {
 			if inFile[specs[i].Name] {
 				return &lb.FieldError{Field: "services", Value: specs[i].Name, Err: errors.New("duplicate service name")}
@@ -282,7 +282,7 @@ func (e *Engine) SyncConfig(ctx context.Context, pools []lb.Pool, services []lb.
 		}
 		// The prospective service set: validation looks at it (node ports
 		// of services about to go away do not count).
-		next := map[string]*service{}
+		next := make(map[string]*service, max(len(e.svcs), len(specs)))
 		for n, s := range e.svcs {
 			if s.Origin != store.OriginConfig || inFile[n] {
 				next[n] = s
@@ -296,9 +296,12 @@ func (e *Engine) SyncConfig(ctx context.Context, pools []lb.Pool, services []lb.
 			return fmt.Errorf("config: service %q: %w", specs[i].Name, err)
 		}
 		for i := range specs {
-			ns := store.Service{Spec: specs[i], Origin: store.OriginConfig}
-			if old, ok := e.svcs[specs[i].Name]; !ok || !reflect.DeepEqual(old.Service, ns) {
-				t.putService(ns)
+			// The record validation saw, with the spec as validate left it
+			// (normalized); nothing else holds it.
+			ns := next[specs[i].Name]
+			ns.Spec = specs[i]
+			if old, ok := e.svcs[specs[i].Name]; !ok || !reflect.DeepEqual(old.Service, ns.Service) {
+				t.putServiceRef(ns)
 			}
 		}
 		for n, s := range e.svcs {
