@@ -28,12 +28,16 @@ import (
 // collapses the steady heap's sparse pages into huge ones (which would raise
 // RSS), and the memory release after the first apply returns the free parts
 // of those pages as usual. Nothing here is needed for correctness: any step
-// that fails leaves the heap as Go made it.
+// that does not apply (another THP mode, strict overcommit) or fails
+// leaves the heap as Go made it.
 
 // startHeapPerConfigByte sizes the piece from the config file: at 10,000
 // services × 10 backends (5.5 MB of YAML) start-up's heap peaked at
-// ~150 MiB. The piece is address space until touched; a larger one than
-// needed costs no memory.
+// ~150 MiB. The piece is address space until touched, but it is counted in
+// the kernel's commit charge and Go never unmaps it (VmSize and HeapSys keep
+// it): so it is capped at an eighth of RAM, and not taken at all under
+// strict overcommit (vm.overcommit_memory=2), where a refused allocation
+// would be a fatal out-of-memory in Go rather than a skipped step.
 const (
 	startHeapPerConfigByte = 32
 	startHeapMin           = 64 << 20
@@ -64,23 +68,36 @@ func thpMode() string {
 	return ""
 }
 
+// strictOvercommit reports vm.overcommit_memory=2 (strict accounting).
+func strictOvercommit() bool {
+	b, err := os.ReadFile("/proc/sys/vm/overcommit_memory")
+	return err != nil || strings.TrimSpace(string(b)) == "2"
+}
+
 // prepareStartHeap grows the heap by a piece sized for a config of
 // configSize bytes and asks for huge pages on it. It returns nil when the
-// kernel's mode makes that pointless: "always" gives huge pages anyway (and
+// kernel's mode makes that pointless — "always" gives huge pages anyway (and
 // taking the request back would take them from an operator who wants them),
-// "never" gives none.
+// "never" gives none — and where the piece would cost too much (above).
 func prepareStartHeap(configSize int64) *startHeap {
-	if thpMode() != "madvise" {
+	if thpMode() != "madvise" || strictOvercommit() {
 		return nil
 	}
-	piece := make([]byte, startHeapSize(configSize)) // fresh from the OS: Go does not touch it
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) != nil {
+		return nil
+	}
+	size := min(startHeapSize(configSize), int64(si.Totalram)*int64(si.Unit)/8)
+	if size < startHeapMin {
+		return nil // a box this small gains less than the piece costs
+	}
+	piece := make([]byte, size) // fresh from the OS: Go does not touch it
 	if unix.Madvise(piece, unix.MADV_HUGEPAGE) != nil {
 		return nil
 	}
 	h := &startHeap{addr: uintptr(unsafe.Pointer(unsafe.SliceData(piece))), n: uintptr(len(piece))}
-	piece = nil //nolint:ineffassign // the piece must be unreachable for the collection below
-	// Free the piece now, while the heap is small (a collection of a few
-	// MiB), so start-up's first allocations land in it.
+	// piece is not used below: this collection frees it now, while the
+	// heap is small (a few MiB), so start-up's first allocations land in it.
 	runtime.GC()
 	return h
 }

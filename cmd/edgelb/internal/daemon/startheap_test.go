@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // vmFlags returns the VmFlags of the mapping that holds addr, from
@@ -38,15 +40,20 @@ func vmFlags(t *testing.T, addr uintptr) []string {
 	return nil
 }
 
-// TestStartHeapAdvised: where the kernel's THP mode is "madvise", the piece
+// TestStartHeapAdvised: where the kernel's THP mode is "madvise" (and
+// overcommit not strict, RAM at least 8 × the smallest piece), the piece
 // is a heap mapping that asks for huge pages (VmFlags hg) until end, and
-// says no to them after (nh: khugepaged leaves the steady heap alone); in
-// the other modes nothing is asked.
+// says no to them after (nh: khugepaged leaves the steady heap alone);
+// otherwise nothing is asked.
 func TestStartHeapAdvised(t *testing.T) {
 	h := prepareStartHeap(1 << 20)
-	if thpMode() != "madvise" {
+	var si unix.Sysinfo_t
+	if err := unix.Sysinfo(&si); err != nil {
+		t.Fatal(err)
+	}
+	if thpMode() != "madvise" || strictOvercommit() || int64(si.Totalram)*int64(si.Unit)/8 < startHeapMin {
 		if h != nil {
-			t.Fatalf("THP mode %q: a piece was prepared", thpMode())
+			t.Fatalf("THP mode %q, strict overcommit %v, RAM %d: a piece was prepared", thpMode(), strictOvercommit(), int64(si.Totalram)*int64(si.Unit))
 		}
 		h.end() // nil-safe
 		return
