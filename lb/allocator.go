@@ -556,9 +556,10 @@ func (a *Allocator) Assigned() []string {
 // allocator as it was). The used sets are copied lazily (copy-on-write).
 func (a *Allocator) Clone() *Allocator { return a.CloneFor(0) }
 
-// CloneFor is Clone with room for the given number of services (and one
-// address each; dual-stack ones need two, and that map grows once): a start-up assigns 10,000 of them in one transaction, and
-// maps grown one doubling at a time rehashed every entry again and again.
+// CloneFor is Clone with room for the given number of services and one
+// address each (dual-stack ones need two: that map then grows once). A
+// start-up assigns 10,000 of them in one transaction, and maps grown one
+// doubling at a time rehashed every entry again and again.
 func (a *Allocator) CloneFor(services int) *Allocator {
 	c := &Allocator{
 		pools:  make(map[string]*poolState, len(a.pools)),

@@ -50,7 +50,7 @@ func Run(ctx context.Context, o Options) error {
 	if st, err := os.Stat(o.ConfigPath); err == nil {
 		configSize = st.Size()
 	}
-	heap := prepareStartHeap(configSize)
+	heap := prepareStartHeap(startHeapRoom(configSize))
 	defer heap.end()
 	// Also if the first apply never succeeds: huge pages left requested
 	// would let khugepaged grow the steady heap (startheap.go).

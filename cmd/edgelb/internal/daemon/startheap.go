@@ -74,22 +74,38 @@ func strictOvercommit() bool {
 	return err != nil || strings.TrimSpace(string(b)) == "2"
 }
 
-// prepareStartHeap grows the heap by a piece sized for a config of
-// configSize bytes and asks for huge pages on it. It returns nil when the
-// kernel's mode makes that pointless — "always" gives huge pages anyway (and
-// taking the request back would take them from an operator who wants them),
-// "never" gives none — and where the piece would cost too much (above).
-func prepareStartHeap(configSize int64) *startHeap {
+// startHeapRoom is the piece to take for a config of configSize bytes on
+// this machine, 0 for none: the kernel's mode makes it pointless — "always"
+// gives huge pages anyway (and taking the request back would take them from
+// an operator who wants them), "never" gives none — or it would cost too
+// much (above).
+func startHeapRoom(configSize int64) int64 {
 	if thpMode() != "madvise" || strictOvercommit() {
-		return nil
+		return 0
 	}
 	var si unix.Sysinfo_t
 	if unix.Sysinfo(&si) != nil {
-		return nil
+		return 0
 	}
-	size := min(startHeapSize(configSize), int64(si.Totalram)*int64(si.Unit)/8)
+	return startHeapSize(configSize, int64(si.Totalram)*int64(si.Unit))
+}
+
+// startHeapSize sizes the piece for a config of configSize bytes on a
+// machine with ram bytes of memory; 0 where even the smallest piece would be
+// more than an eighth of it (a box this small gains less than it costs).
+func startHeapSize(configSize, ram int64) int64 {
+	size := min(max(configSize*startHeapPerConfigByte, startHeapMin), startHeapMax, ram/8)
 	if size < startHeapMin {
-		return nil // a box this small gains less than the piece costs
+		return 0
+	}
+	return size
+}
+
+// prepareStartHeap grows the heap by a piece of size bytes and asks for huge
+// pages on it; nil when size is 0 or the request is refused.
+func prepareStartHeap(size int64) *startHeap {
+	if size <= 0 {
+		return nil
 	}
 	piece := make([]byte, size) // fresh from the OS: Go does not touch it
 	if unix.Madvise(piece, unix.MADV_HUGEPAGE) != nil {
@@ -100,11 +116,6 @@ func prepareStartHeap(configSize int64) *startHeap {
 	// heap is small (a few MiB), so start-up's first allocations land in it.
 	runtime.GC()
 	return h
-}
-
-// startHeapSize is the piece's size for a config of configSize bytes.
-func startHeapSize(configSize int64) int64 {
-	return min(max(configSize*startHeapPerConfigByte, startHeapMin), startHeapMax)
 }
 
 // end takes the huge page request back (once; nil-safe).
