@@ -110,6 +110,7 @@ type rawConntrackd struct {
 	MulticastGroup string   `json:"multicastGroup"`
 	Port           int64    `json:"port"`
 	Binary         string   `json:"binary"`
+	Coalesce       duration `json:"coalesce"`
 }
 
 type rawMembers struct {

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 )
 
 const stateSyncL2 = "announce: {l2: {interface: eth0}}\n"
@@ -22,7 +23,7 @@ stateSync:
 `, nil)
 	ct := cfg.StateSync.Conntrackd
 	if ct == nil || ct.Interface != "eth2" || len(ct.Peers) != 1 || ct.Peers[0] != netip.MustParseAddr("10.0.0.2") || ct.Port != DefaultConntrackdPort ||
-		ct.Binary != DefaultConntrackdBinary || ct.Address.IsValid() {
+		ct.Binary != DefaultConntrackdBinary || ct.Address.IsValid() || ct.Coalesce != DefaultConntrackdCoalesce {
 		t.Fatalf("conntrackd = %+v", ct)
 	}
 	l2 := cfg.Announce.L2
@@ -32,6 +33,12 @@ stateSync:
 	cfg = mustParse(t, pool+stateSyncL2+"stateSync: {conntrackd: {interface: eth2, peers: [10.0.0.2, 10.0.0.3], port: 3800, address: 10.0.0.1}}\n", nil)
 	if ct := cfg.StateSync.Conntrackd; len(ct.Peers) != 2 || ct.Peers[1] != netip.MustParseAddr("10.0.0.3") || ct.Port != 3800 {
 		t.Fatalf("conntrackd = %+v", ct)
+	}
+	for in, want := range map[string]time.Duration{"0s": 0, "250ms": 250 * time.Millisecond, "1s": time.Second} {
+		cfg = mustParse(t, pool+stateSyncL2+"stateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2, coalesce: "+in+"}}\n", nil)
+		if got := cfg.StateSync.Conntrackd.Coalesce; got != want {
+			t.Errorf("coalesce %s parsed as %v", in, got)
+		}
 	}
 	if cfg := mustParse(t, pool, nil); cfg.StateSync.Conntrackd != nil {
 		t.Fatalf("absent section parsed as %+v", cfg.StateSync.Conntrackd)
@@ -48,6 +55,12 @@ func TestStateSyncErrors(t *testing.T) {
 			[]want{{"stateSync.conntrackd.peers", "required: the other gateways' addresses"}}},
 		{"peer and peers", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2, peers: [10.0.0.3]}}\n",
 			[]want{{"stateSync.conntrackd.peer", `"10.0.0.2": set peer (two gateways) or peers, not both`}}},
+		{"coalesce too long", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2, coalesce: 2s}}\n",
+			[]want{{"stateSync.conntrackd.coalesce", `"2s": at most 1s`}}},
+		{"coalesce not a duration", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2, coalesce: fast}}\n",
+			[]want{{"stateSync.conntrackd.coalesce", `"fast": want a duration`}}},
+		{"coalesce negative", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2, coalesce: -1s}}\n",
+			[]want{{"stateSync.conntrackd.coalesce", `"-1s": must not be negative`}}},
 		{"multicast group", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, multicastGroup: 225.0.0.50}}\n",
 			[]want{{"stateSync.conntrackd.multicastGroup", `"225.0.0.50": is no longer supported: conntrackd tracks one message sequence per channel`}}},
 		{"peer multicast", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peer: 225.0.0.1}}\n",

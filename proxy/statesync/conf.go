@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // Options configure the conntrackd that edgelb runs.
@@ -29,6 +30,13 @@ type Options struct {
 	Ignore []netip.Addr
 	// SetSysctls lets Start set nf_conntrack_tcp_be_liberal=1 (see README).
 	SetSysctls bool
+	// Coalesce is the interval the gate (coalesce.go) keeps conntrackd
+	// stopped between rounds, so that one round handles the events of an
+	// interval; 0 runs it unstopped, one round per event.
+	Coalesce time.Duration
+
+	// gate, when set, is the mesh's gate shared by its links.
+	gate *gate
 }
 
 // ErrOptions is wrapped by Render's refusals.

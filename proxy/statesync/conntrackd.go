@@ -22,6 +22,10 @@ import (
 type Conntrackd struct {
 	opts Options
 	log  *slog.Logger
+	// gate coalesces the process's rounds (nil: Options.Coalesce is 0); the
+	// mesh's, shared by its links, or this one's own.
+	gate     *gate
+	stopGate func() // its own gate's (nil when it has none)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -88,8 +92,11 @@ func Start(opts Options, log *slog.Logger) (*Conntrackd, error) {
 			log.Warn("statesync: cannot set nf_conntrack_tcp_be_liberal=1 (set it in /etc/sysctl.d)", "err", err)
 		}
 	}
-	c := &Conntrackd{opts: opts, log: log.With("statesync", "conntrackd"), done: make(chan struct{}), ready: make(chan struct{})}
+	c := &Conntrackd{opts: opts, log: log.With("statesync", "conntrackd"), done: make(chan struct{}), ready: make(chan struct{}), gate: opts.gate}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	if c.gate == nil && opts.Coalesce > 0 {
+		c.gate, c.stopGate = startGate(opts.Coalesce)
+	}
 	go c.supervise()
 	return c, nil
 }
@@ -138,6 +145,10 @@ func (c *Conntrackd) runOnce() error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
+	if c.gate != nil {
+		c.gate.add(cmd.Process)
+		defer c.gate.remove(cmd.Process)
+	}
 	c.mu.Lock()
 	c.pid, c.running = cmd.Process.Pid, true
 	c.starts++
@@ -155,6 +166,10 @@ func (c *Conntrackd) runOnce() error {
 	select {
 	case err2 = <-exited:
 	case <-c.ctx.Done():
+		if c.gate != nil {
+			// Continued first: a stopped process keeps SIGTERM pending.
+			c.gate.remove(cmd.Process)
+		}
 		cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case err2 = <-exited:
@@ -231,6 +246,10 @@ func childEnv() []string {
 func (c *Conntrackd) command(ctx context.Context, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, cmdTimeout)
 	defer cancel()
+	if c.gate != nil {
+		// The daemon answers now, not after the gate's interval.
+		defer c.gate.hold()()
+	}
 	cmd := exec.CommandContext(ctx, c.opts.Binary, append([]string{"-C", ConfPath(c.opts.Dir)}, args...)...)
 	cmd.Env = childEnv()
 	out, err := cmd.CombinedOutput()
@@ -334,5 +353,8 @@ func (c *Conntrackd) Status() Status {
 func (c *Conntrackd) Close() error {
 	c.cancel()
 	<-c.done
+	if c.stopGate != nil {
+		c.stopGate()
+	}
 	return nil
 }

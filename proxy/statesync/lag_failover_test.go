@@ -20,22 +20,7 @@ import (
 // while the peer runs, growing once it is gone (every new connection waits
 // for an acknowledgement), back to near 0 when it returns.
 func TestFailoverSyncLag(t *testing.T) {
-	a, b := netns.NewT(t, "lga"), netns.NewT(t, "lgb")
-	if err := netns.Veth(a, "sync0", b, "sync0"); err != nil {
-		t.Fatal(err)
-	}
-	addrA, addrB := netip.MustParseAddr("10.99.0.1"), netip.MustParseAddr("10.99.0.2")
-	for _, x := range []struct {
-		ns   *netns.NS
-		addr netip.Addr
-	}{{a, addrA}, {b, addrB}} {
-		if err := x.ns.AddAddr("sync0", netip.PrefixFrom(x.addr, 24)); err != nil {
-			t.Fatal(err)
-		}
-		if err := x.ns.LinkUp("sync0"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	a, b, addrA, addrB := syncPair(t, "lg", netip.MustParseAddr("10.99.0.1"))
 	dir := t.TempDir()
 	start := func(ns *netns.NS, self, peer netip.Addr) *Conntrackd {
 		t.Helper()
@@ -106,6 +91,29 @@ func TestFailoverSyncLag(t *testing.T) {
 	// connections again, those it missed included.
 	until("b holds all 100 connections again", 30*time.Second, func(Status) bool { return cb.Status().Stats.External >= 100 })
 	t.Logf("MEASURED sync-lag phase=peer-back unacked=%d silence_ms=%d caught_up_ms=%d", up.Stats.Unacked, up.PeerSilence.Milliseconds(), time.Since(back).Milliseconds())
+}
+
+// syncPair makes two namespaces (prefix+"a", prefix+"b") joined by a veth
+// named sync0, addressed first and first+1 in a /24.
+func syncPair(t *testing.T, prefix string, first netip.Addr) (a, b *netns.NS, addrA, addrB netip.Addr) {
+	t.Helper()
+	a, b = netns.NewT(t, prefix+"a"), netns.NewT(t, prefix+"b")
+	if err := netns.Veth(a, "sync0", b, "sync0"); err != nil {
+		t.Fatal(err)
+	}
+	addrA, addrB = first, first.Next()
+	for _, x := range []struct {
+		ns   *netns.NS
+		addr netip.Addr
+	}{{a, addrA}, {b, addrB}} {
+		if err := x.ns.AddAddr("sync0", netip.PrefixFrom(x.addr, 24)); err != nil {
+			t.Fatal(err)
+		}
+		if err := x.ns.LinkUp("sync0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return a, b, addrA, addrB
 }
 
 // startIn starts a real conntrackd with opts (Binary and Dir filled in)

@@ -25,6 +25,10 @@ import (
 // the one receiver that needs it.
 type Mesh struct {
 	links []*Conntrackd
+	// gate coalesces all links' rounds at once (nil when off): one timer
+	// for the gateway, and the links' datagrams leave together.
+	gate     *gate
+	stopGate func()
 }
 
 var _ Syncer = (*Mesh)(nil)
@@ -84,9 +88,12 @@ func StartMesh(o Options, peers []netip.Addr, log *slog.Logger) (*Mesh, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	m := &Mesh{}
+	if o.Coalesce > 0 {
+		m.gate, m.stopGate = startGate(o.Coalesce)
+	}
 	for i, p := range peers {
 		lo := o
-		lo.Peer, lo.Port, lo.Dir = p, ports[i], LinkDir(o.Dir, ports[i])
+		lo.Peer, lo.Port, lo.Dir, lo.gate = p, ports[i], LinkDir(o.Dir, ports[i]), m.gate
 		c, err := Start(lo, log.With("peer", p.String()))
 		if err != nil {
 			m.Close()
@@ -165,5 +172,9 @@ func (m *Mesh) Status() Status {
 
 // Close implements Syncer.
 func (m *Mesh) Close() error {
-	return m.each(func(c *Conntrackd) error { return c.Close() })
+	err := m.each(func(c *Conntrackd) error { return c.Close() })
+	if m.stopGate != nil {
+		m.stopGate()
+	}
+	return err
 }
