@@ -51,6 +51,13 @@ func (a *Announcer) startCluster() error {
 	mc.IndirectChecks = t.IndirectChecks
 	mc.TCPTimeout = t.TCPTimeout
 	mc.PushPullInterval = t.PushPullInterval
+	// memberlist's default LZW-compresses every packet: a new compressor
+	// (a large allocation) per probe, ack and gossip, ~25 a second per peer
+	// at these intervals, for messages of tens of bytes. In the failover lab
+	// it was most of the daemon's allocations and the GC they caused, and
+	// the lion's share of an idle gateway's CPU. Receivers decode both forms,
+	// so gateways of either setting interoperate.
+	mc.EnableCompression = false
 	if len(m.Key) > 0 {
 		mc.SecretKey = m.Key
 	}
