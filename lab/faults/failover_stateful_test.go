@@ -163,6 +163,9 @@ func sfConfig(c sfCase, g *sfGateway, n int) string {
 	case c.sync:
 		sync = fmt.Sprintf("stateSync:\n  conntrackd:\n    interface: eth2\n    peers: [%s]\n", strings.Join(peers, ", "))
 	}
+	if c.sync && sfCoalesce() != "" {
+		sync += fmt.Sprintf("    coalesce: %s\n", sfCoalesce())
+	}
 	return fmt.Sprintf(`pools:
   - name: seg
     addresses: ["198.51.100.100-198.51.100.110", "2001:db8:c::100-2001:db8:c::110"]
@@ -524,7 +527,7 @@ func sfRun(t *testing.T, exe string, c sfCase) {
 		}
 	}
 
-	if c.sync && sfSyncCostWanted() {
+	if sfSyncCostWanted() {
 		sfSyncCost(t, c, client, dst, gws, owner())
 		if !foWait(60*time.Second, settled) {
 			t.Fatalf("not settled in 60 s after the sync-cost window: last unmet: %s", unsettled)
