@@ -43,9 +43,9 @@ type Conntrackd struct {
 	onePeer bool
 	// Binary is the conntrackd executable.
 	Binary string
-	// Coalesce is how long conntrackd is held between rounds so that one
-	// round handles an interval's conntrack events in a few datagrams
-	// (statesync.Options.Coalesce); 0 = a round per event.
+	// Coalesce is how long conntrackd is held between rounds under load so
+	// that one round sends an interval's conntrack events in a few
+	// datagrams (statesync.Options.Coalesce); 0 = a round per event.
 	Coalesce time.Duration
 }
 
@@ -53,13 +53,17 @@ type Conntrackd struct {
 const (
 	DefaultConntrackdPort   = 3780
 	DefaultConntrackdBinary = "/usr/sbin/conntrackd"
-	// DefaultConntrackdCoalesce: at ~1,000 new connections/s a tenth of
-	// conntrackd's cost without it (lab/faults statesync-cost), and far
-	// below the L2 failover's detection time.
+	// DefaultConntrackdCoalesce: at ~850 new connections/s a fifth to an
+	// eighth of conntrackd's CPU without it (lab/faults statesync-cost), and
+	// far below the L2 failover's detection time.
 	DefaultConntrackdCoalesce = 100 * time.Millisecond
-	// MaxConntrackdCoalesce bounds it: the connections opened in a dying
-	// gateway's last interval are not synced.
-	MaxConntrackdCoalesce = time.Second
+	// MinConntrackdCoalesce and MaxConntrackdCoalesce bound it: shorter, the
+	// gate's own wake-ups cost more than the batching saves; longer, the
+	// connections opened in a dying gateway's last interval grow, and the
+	// events queued meanwhile outgrow conntrackd's netlink buffer sooner
+	// (8 MiB: ~13,000 events/s at 500 ms).
+	MinConntrackdCoalesce = 10 * time.Millisecond
+	MaxConntrackdCoalesce = 500 * time.Millisecond
 )
 
 // MaxConntrackdPeers bounds stateSync.conntrackd.peers: each peer is a
@@ -136,8 +140,8 @@ func (c *Config) validateStateSync(col *collector) {
 	if ct.Binary == "" {
 		col.add(path+".binary", "", "required")
 	}
-	if ct.Coalesce > MaxConntrackdCoalesce {
-		col.add(path+".coalesce", ct.Coalesce.String(), "at most %s (connections opened in a dying gateway's last interval are not synced); 0 turns it off", MaxConntrackdCoalesce)
+	if ct.Coalesce != 0 && (ct.Coalesce < MinConntrackdCoalesce || ct.Coalesce > MaxConntrackdCoalesce) {
+		col.add(path+".coalesce", ct.Coalesce.String(), "want 0s (off) or %s to %s: shorter costs more than it saves, longer loses the connections of a dying gateway's last interval", MinConntrackdCoalesce, MaxConntrackdCoalesce)
 	}
 	if c.Announce.L2 == nil {
 		col.addErr(path, "", fmt.Errorf("needs announce.l2: conntrackd's failover steps follow the L2 ownership of the VIPs: %w", ErrStateSync))

@@ -34,7 +34,7 @@ stateSync:
 	if ct := cfg.StateSync.Conntrackd; len(ct.Peers) != 2 || ct.Peers[1] != netip.MustParseAddr("10.0.0.3") || ct.Port != 3800 {
 		t.Fatalf("conntrackd = %+v", ct)
 	}
-	for in, want := range map[string]time.Duration{"0s": 0, "250ms": 250 * time.Millisecond, "1s": time.Second} {
+	for in, want := range map[string]time.Duration{"0s": 0, "10ms": 10 * time.Millisecond, "250ms": 250 * time.Millisecond, "500ms": 500 * time.Millisecond} {
 		cfg = mustParse(t, pool+stateSyncL2+"stateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2, coalesce: "+in+"}}\n", nil)
 		if got := cfg.StateSync.Conntrackd.Coalesce; got != want {
 			t.Errorf("coalesce %s parsed as %v", in, got)
@@ -55,8 +55,10 @@ func TestStateSyncErrors(t *testing.T) {
 			[]want{{"stateSync.conntrackd.peers", "required: the other gateways' addresses"}}},
 		{"peer and peers", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2, peers: [10.0.0.3]}}\n",
 			[]want{{"stateSync.conntrackd.peer", `"10.0.0.2": set peer (two gateways) or peers, not both`}}},
-		{"coalesce too long", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2, coalesce: 2s}}\n",
-			[]want{{"stateSync.conntrackd.coalesce", `"2s": at most 1s`}}},
+		{"coalesce too long", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2, coalesce: 501ms}}\n",
+			[]want{{"stateSync.conntrackd.coalesce", `"501ms": want 0s (off) or 10ms to 500ms`}}},
+		{"coalesce too short", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2, coalesce: 1ms}}\n",
+			[]want{{"stateSync.conntrackd.coalesce", `"1ms": want 0s (off) or 10ms to 500ms`}}},
 		{"coalesce not a duration", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2, coalesce: fast}}\n",
 			[]want{{"stateSync.conntrackd.coalesce", `"fast": want a duration`}}},
 		{"coalesce negative", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2, coalesce: -1s}}\n",

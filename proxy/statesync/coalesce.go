@@ -41,30 +41,33 @@ import (
 // process does not block.
 
 // procCtl is what the gate does to a process; the real one signals through
-// os.Process (a pidfd on Linux: never a recycled pid) and reads /proc, the
-// test's writes a transcript.
+// os.Process (a pidfd on Linux: never a recycled pid) and reads /proc
+// through files opened while the process was known alive; the test's
+// writes a transcript. All calls are made under gate.mu.
 type procCtl interface {
 	stop(p *os.Process) error
 	cont(p *os.Process) error
 	// busy: running or runnable (state R), so not yet back in select.
 	busy(p *os.Process) bool
 	// rounds: how often it was scheduled in (schedstat's third field; a
-	// round of conntrackd's loop is a wake-up).
+	// round of conntrackd's loop is a wake-up); 0 once it is gone.
 	rounds(p *os.Process) uint64
-	// forget drops what it keeps open for p.
+	// track opens what busy and rounds read; forget closes it.
+	track(p *os.Process)
 	forget(p *os.Process)
 }
 
 // The gate's thresholds.
 const (
-	// gateRoundsPerSec: more rounds than this and the gate batches (at
-	// 100 ms, 5 an interval; one conntrack event is a round unbatched).
+	// gateRoundsPerSec: more rounds than this per process (the mesh's
+	// links read the same events) and the gate batches (at 100 ms, 5 an
+	// interval; one conntrack event is a round unbatched).
 	gateRoundsPerSec = 50
 	// gateProbe: how often a gated process runs an interval ungated so
 	// that the gate sees whether the events still come.
 	gateProbe = 5 * time.Second
-	// Idle checks while the processes drain: every gateIdlePoll, at most
-	// gateMaxDrain in a round before the gate gives up stopping them for it.
+	// Idle checks while the processes drain: every gateIdlePoll, for at
+	// most gateMaxDrain; the next tick stops them only if none is busy.
 	gateIdlePoll = time.Millisecond
 	gateMaxDrain = 100 * time.Millisecond
 )
@@ -80,8 +83,8 @@ type gate struct {
 	stopped bool // the procs are stopped now
 	gated   bool // batching (else only counting rounds)
 	cycles  int  // gated intervals since the last probe
-	// rounds summed over procs at the last ungated tick (counted only
-	// when the set of procs did not change since).
+	// rounds summed over procs when the current ungated interval began
+	// (compared only when the set of procs did not change since).
 	lastRounds  uint64
 	roundsValid bool
 }
@@ -100,9 +103,12 @@ func startGate(every time.Duration) (g *gate, stop func()) {
 	return g, func() { cancel(); <-done }
 }
 
-// add registers a started process; it runs until the gate's next stop.
+// add registers a started process (before anything can reap it: the
+// real procCtl opens its /proc files here, so they are its and not a
+// recycled pid's); it runs until the gate's next stop.
 func (g *gate) add(p *os.Process) {
 	g.mu.Lock()
+	g.ctl.track(p)
 	g.procs = append(g.procs, p)
 	g.roundsValid = false
 	g.mu.Unlock()
@@ -155,9 +161,9 @@ func (g *gate) contLocked() {
 }
 
 // run cycles until ctx ends, leaving the processes continued: at each
-// interval's tick decide (tick), stop them if gated, and after the
-// interval continue them and wait until none is busy (or gateMaxDrain
-// passed: then the next tick finds one busy and leaves them running).
+// interval's tick decide (tickLocked), stop them if gated, and after the
+// interval continue them and wait until none is busy (at most
+// gateMaxDrain; a tick that finds one still busy leaves them running).
 func (g *gate) run(ctx context.Context, sleep func(context.Context, time.Duration) error) {
 	defer func() {
 		g.mu.Lock()
@@ -199,26 +205,23 @@ func (g *gate) tickLocked() {
 	if len(g.procs) == 0 {
 		return
 	}
-	if !g.gated {
-		var r uint64
-		for _, p := range g.procs {
-			r += g.ctl.rounds(p)
+	if g.gated {
+		g.cycles++
+		if time.Duration(g.cycles)*g.every >= gateProbe {
+			// One interval ungated, counted at the next tick.
+			g.gated = false
+			g.lastRounds, g.roundsValid = g.roundsLocked(), true
+			return
 		}
-		n, valid := r-g.lastRounds, g.roundsValid
+	} else {
+		r := g.roundsLocked()
+		n, valid := r-g.lastRounds, g.roundsValid && r >= g.lastRounds
 		g.lastRounds, g.roundsValid = r, true
-		if !valid || float64(n)*float64(time.Second)/float64(g.every) <= gateRoundsPerSec {
+		perProc := float64(n) / float64(len(g.procs))
+		if !valid || perProc*float64(time.Second)/float64(g.every) <= gateRoundsPerSec {
 			return
 		}
 		g.gated, g.cycles = true, 0
-	} else if g.cycles++; time.Duration(g.cycles)*g.every >= gateProbe {
-		// One interval ungated, counted at the next tick.
-		g.gated = false
-		var r uint64
-		for _, p := range g.procs {
-			r += g.ctl.rounds(p)
-		}
-		g.lastRounds, g.roundsValid = r, true
-		return
 	}
 	if g.holds == 0 && !g.anyBusyLocked() {
 		for _, p := range g.procs {
@@ -226,6 +229,16 @@ func (g *gate) tickLocked() {
 		}
 		g.stopped = true
 	}
+}
+
+// roundsLocked sums the processes' rounds (a process that is gone reads
+// 0, so the sum can fall: tickLocked then starts counting afresh).
+func (g *gate) roundsLocked() uint64 {
+	var r uint64
+	for _, p := range g.procs {
+		r += g.ctl.rounds(p)
+	}
+	return r
 }
 
 func (g *gate) anyBusyLocked() bool {

@@ -21,7 +21,9 @@ func TestFailoverSyncCoalesced(t *testing.T) {
 	a, b, addrA, addrB := syncPair(t, "cg", netip.MustParseAddr("10.99.1.1"))
 	dir := t.TempDir()
 	every := 100 * time.Millisecond
-	ca := startIn(t, dir, a, Options{Interface: "sync0", Address: addrA, Peer: addrB, Port: 3781, Coalesce: every})
+	g, stopGate := startGate(every) // as StartMesh does
+	defer stopGate()
+	ca := startIn(t, dir, a, Options{Interface: "sync0", Address: addrA, Peer: addrB, Port: 3781, Coalesce: every, gate: g})
 	defer ca.Close()
 	cb := startIn(t, dir, b, Options{Interface: "sync0", Address: addrB, Peer: addrA, Port: 3781})
 	defer cb.Close()
@@ -48,8 +50,8 @@ func TestFailoverSyncCoalesced(t *testing.T) {
 	arrived := time.Since(t0)
 	time.Sleep(1100 * time.Millisecond) // a fresh read of the counters
 	sent := ca.Status().Stats.SentPackets - before
-	// A client command holds the gate open: answered in far less than an
-	// interval, never after it (cmdTimeout would be the failure otherwise).
+	// A client command holds the gate open (TestGateCycles checks that);
+	// here its time is only reported.
 	q0 := time.Now()
 	if _, err := ca.command(context.Background(), "-s"); err != nil {
 		t.Fatal(err)
@@ -59,7 +61,8 @@ func TestFailoverSyncCoalesced(t *testing.T) {
 		n, took.Milliseconds(), arrived.Milliseconds(), sent, float64(sent)/n, answered.Milliseconds(), every)
 	// Ungated, each event is a round and a datagram of its own (~n); the
 	// bound leaves room for the ungated first interval, alive messages and
-	// a probe interval.
+	// a probe interval. The gate needs more than 50 events/s to batch: one
+	// shell inserts ~270/s here (it would take a machine five times slower).
 	if sent >= n/2 {
 		t.Fatalf("%d datagrams for %d connections: the sender was not coalesced", sent, n)
 	}

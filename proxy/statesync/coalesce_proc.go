@@ -4,16 +4,15 @@ import (
 	"bytes"
 	"os"
 	"strconv"
-	"sync"
 	"syscall"
 )
 
 // realProcCtl signals through os.Process and reads /proc/PID/stat and
-// /proc/PID/schedstat through files kept open per process (a pread each:
-// the gate reads them every interval, and open+read+close is three system
-// calls where one will do).
+// /proc/PID/schedstat through files opened when the process is registered
+// (track: before it can be reaped, so never a recycled pid's) and read with
+// one pread each (the gate reads them every millisecond while draining).
+// The gate serializes its calls.
 type realProcCtl struct {
-	mu    sync.Mutex
 	files map[*os.Process]*procFiles
 }
 
@@ -24,23 +23,15 @@ func newRealProcCtl() *realProcCtl { return &realProcCtl{files: map[*os.Process]
 func (*realProcCtl) stop(p *os.Process) error { return p.Signal(syscall.SIGSTOP) }
 func (*realProcCtl) cont(p *os.Process) error { return p.Signal(syscall.SIGCONT) }
 
-func (r *realProcCtl) open(p *os.Process) *procFiles {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	f := r.files[p]
-	if f == nil {
-		dir := "/proc/" + strconv.Itoa(p.Pid) + "/"
-		f = &procFiles{}
-		f.stat, _ = os.Open(dir + "stat")
-		f.schedstat, _ = os.Open(dir + "schedstat")
-		r.files[p] = f
-	}
-	return f
+func (r *realProcCtl) track(p *os.Process) {
+	dir := "/proc/" + strconv.Itoa(p.Pid) + "/"
+	f := &procFiles{}
+	f.stat, _ = os.Open(dir + "stat")
+	f.schedstat, _ = os.Open(dir + "schedstat")
+	r.files[p] = f
 }
 
 func (r *realProcCtl) forget(p *os.Process) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	if f := r.files[p]; f != nil {
 		for _, x := range []*os.File{f.stat, f.schedstat} {
 			if x != nil {
@@ -51,30 +42,40 @@ func (r *realProcCtl) forget(p *os.Process) {
 	}
 }
 
-// pread reads a /proc file from its start (seq_file regenerates it).
+// pread reads a /proc file from its start in one call (seq_file
+// regenerates it; os.File.ReadAt would call again to fill the buffer).
 func pread(f *os.File, buf []byte) []byte {
 	if f == nil {
 		return nil
 	}
-	n, err := f.ReadAt(buf, 0)
-	if n <= 0 && err != nil {
+	n, err := syscall.Pread(int(f.Fd()), buf, 0)
+	if err != nil || n <= 0 {
 		return nil
 	}
 	return buf[:n]
 }
 
 func (r *realProcCtl) busy(p *os.Process) bool {
+	f := r.files[p]
+	if f == nil {
+		return false
+	}
 	var buf [512]byte
-	return procStateRunning(pread(r.open(p).stat, buf[:]))
+	return procStateRunning(pread(f.stat, buf[:]))
 }
 
 func (r *realProcCtl) rounds(p *os.Process) uint64 {
+	f := r.files[p]
+	if f == nil {
+		return 0
+	}
 	var buf [128]byte
-	return schedstatRounds(pread(r.open(p).schedstat, buf[:]))
+	return schedstatRounds(pread(f.schedstat, buf[:]))
 }
 
 // procStateRunning reads the state field of /proc/PID/stat: the first
-// character after the last ')' (the command name may contain one).
+// character after the last ')' (the command name may contain one). Only R
+// (running or runnable) is busy; S, D, T and the rest are not.
 func procStateRunning(stat []byte) bool {
 	i := bytes.LastIndexByte(stat, ')')
 	return i >= 0 && i+2 < len(stat) && stat[i+2] == 'R'

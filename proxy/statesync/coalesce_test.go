@@ -41,6 +41,7 @@ func (f *fakeProcCtl) busy(p *os.Process) bool {
 }
 
 func (f *fakeProcCtl) rounds(p *os.Process) uint64 { return f.rounds_[p.Pid] }
+func (f *fakeProcCtl) track(p *os.Process)         {}
 func (f *fakeProcCtl) forget(p *os.Process)        { f.log = append(f.log, fmt.Sprintf("forget %d", p.Pid)) }
 
 // fakeSleep logs each sleep, advances the rounds by an interval's rate,
@@ -69,12 +70,13 @@ func fakeSleep(f *fakeProcCtl, every time.Duration, max int, hooks map[int]func(
 
 func TestGateCycles(t *testing.T) {
 	p1, p2 := &os.Process{Pid: 1}, &os.Process{Pid: 2}
-	busy := map[int]uint64{1: 10} // 10 rounds in 50 ms: 200/s, above gateRoundsPerSec
+	busy := map[int]uint64{1: 10} // 10 rounds in 50 ms: 100/s per process, above gateRoundsPerSec
 	cases := []struct {
 		name  string
 		every time.Duration
 		rate  map[int]uint64
-		gated bool // start batching (as after a busy interval)
+		start map[int]uint64 // rounds before the run
+		gated bool           // start batching (as after a busy interval)
 		busy  map[int]int
 		max   int
 		hooks func(g *gate) map[int]func()
@@ -83,6 +85,30 @@ func TestGateCycles(t *testing.T) {
 		name: "idle processes are never stopped, only counted",
 		rate: map[int]uint64{1: 1, 2: 1}, // 40 rounds/s together
 		max:  3,
+		want: "sleep 50ms, sleep 50ms, sleep 50ms, end",
+	}, {
+		name: "the mesh's links read the same events: counted per process",
+		rate: map[int]uint64{1: 2, 2: 2}, // 80 rounds/s together, 40 each
+		max:  3,
+		want: "sleep 50ms, sleep 50ms, sleep 50ms, end",
+	}, {
+		name: "a process added while counting is no burst (its past rounds are not this interval's)",
+		rate: map[int]uint64{1: 1},
+		max:  3,
+		hooks: func(g *gate) map[int]func() {
+			return map[int]func(){1: func() {
+				g.ctl.(*fakeProcCtl).rounds_[3] = 1_000_000
+				g.add(&os.Process{Pid: 3})
+			}}
+		},
+		want: "sleep 50ms, sleep 50ms, sleep 50ms, end",
+	}, {
+		name:  "a process gone reads 0 rounds: the sum falls, no wrap-around burst",
+		start: map[int]uint64{1: 1000},
+		max:   3,
+		hooks: func(g *gate) map[int]func() {
+			return map[int]func(){1: func() { g.ctl.(*fakeProcCtl).rounds_[1] = 0 }}
+		},
 		want: "sleep 50ms, sleep 50ms, sleep 50ms, end",
 	}, {
 		name: "busy: gated from the first counted interval, stopped an interval, continued, stopped again once idle",
@@ -147,7 +173,7 @@ func TestGateCycles(t *testing.T) {
 	}, {
 		name:  "every gateProbe one interval ungated; still busy, gated again",
 		every: time.Second,
-		rate:  map[int]uint64{1: 100},
+		rate:  map[int]uint64{1: 200}, // 100/s per process
 		gated: true,
 		max:   12,
 		want: strings.Repeat("stop 1, stop 2, sleep 1s, cont 1, cont 2, sleep 1ms, ", 4) +
@@ -157,6 +183,9 @@ func TestGateCycles(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			every := cmp.Or(c.every, 50*time.Millisecond)
 			f := &fakeProcCtl{rate: c.rate, rounds_: map[int]uint64{}, busyLeft: c.busy}
+			for pid, r := range c.start {
+				f.rounds_[pid] = r
+			}
 			g := newGate(every, f)
 			g.add(p1)
 			g.add(p2)

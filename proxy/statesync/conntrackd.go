@@ -22,10 +22,9 @@ import (
 type Conntrackd struct {
 	opts Options
 	log  *slog.Logger
-	// gate coalesces the process's rounds (nil: Options.Coalesce is 0); the
-	// mesh's, shared by its links, or this one's own.
-	gate     *gate
-	stopGate func() // its own gate's (nil when it has none)
+	// gate coalesces the process's rounds: the mesh's, shared by its links
+	// (nil: Options.Coalesce is 0).
+	gate *gate
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -94,9 +93,6 @@ func Start(opts Options, log *slog.Logger) (*Conntrackd, error) {
 	}
 	c := &Conntrackd{opts: opts, log: log.With("statesync", "conntrackd"), done: make(chan struct{}), ready: make(chan struct{}), gate: opts.gate}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	if c.gate == nil && opts.Coalesce > 0 {
-		c.gate, c.stopGate = startGate(opts.Coalesce)
-	}
 	go c.supervise()
 	return c, nil
 }
@@ -263,6 +259,11 @@ func (c *Conntrackd) command(ctx context.Context, args ...string) (string, error
 // next one still runs (a commit that failed must not stop the bulk send).
 // cmdMu is held by the caller.
 func (c *Conntrackd) run(ctx context.Context, steps []Step) error {
+	if c.gate != nil {
+		// Open for all the steps: -R's dump and -B's bulk send go on after
+		// their command returned, and must not wait out an interval.
+		defer c.gate.hold()()
+	}
 	var errs []error
 	for _, s := range steps {
 		if _, err := c.command(ctx, s.Flag()); err != nil {
@@ -353,8 +354,5 @@ func (c *Conntrackd) Status() Status {
 func (c *Conntrackd) Close() error {
 	c.cancel()
 	<-c.done
-	if c.stopGate != nil {
-		c.stopGate()
-	}
 	return nil
 }
