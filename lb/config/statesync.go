@@ -53,8 +53,8 @@ type Conntrackd struct {
 const (
 	DefaultConntrackdPort   = 3780
 	DefaultConntrackdBinary = "/usr/sbin/conntrackd"
-	// DefaultConntrackdCoalesce: at ~850 new connections/s a fifth to an
-	// eighth of conntrackd's CPU without it (lab/faults statesync-cost), and
+	// DefaultConntrackdCoalesce: at ~850 new connections/s a seventh to an
+	// eleventh of conntrackd's CPU without it (make bench, statesync rows), and
 	// far below the L2 failover's detection time.
 	DefaultConntrackdCoalesce = 100 * time.Millisecond
 	// MinConntrackdCoalesce and MaxConntrackdCoalesce bound it: shorter, the

@@ -105,8 +105,12 @@ func startGate(every time.Duration) (g *gate, stop func()) {
 
 // add registers a started process (before anything can reap it: the
 // real procCtl opens its /proc files here, so they are its and not a
-// recycled pid's); it runs until the gate's next stop.
+// recycled pid's); it runs until the gate's next stop. add, remove and
+// hold do nothing on a nil gate (coalescing off).
 func (g *gate) add(p *os.Process) {
+	if g == nil {
+		return
+	}
 	g.mu.Lock()
 	g.ctl.track(p)
 	g.procs = append(g.procs, p)
@@ -117,6 +121,9 @@ func (g *gate) add(p *os.Process) {
 // remove forgets p and continues it if stopped, so that the SIGTERM that
 // follows is handled (a stopped process keeps it pending).
 func (g *gate) remove(p *os.Process) {
+	if g == nil {
+		return
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for i, q := range g.procs {
@@ -136,6 +143,9 @@ func (g *gate) remove(p *os.Process) {
 // returned release is called (client commands, which a stopped daemon
 // would answer an interval late).
 func (g *gate) hold() (release func()) {
+	if g == nil {
+		return func() {}
+	}
 	g.mu.Lock()
 	g.holds++
 	g.contLocked()

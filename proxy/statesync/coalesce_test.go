@@ -228,6 +228,14 @@ func TestSchedstatRounds(t *testing.T) {
 	}
 }
 
+func TestNilGateIsOff(t *testing.T) {
+	var g *gate // Options.Coalesce 0
+	p := &os.Process{Pid: 7}
+	g.add(p)
+	g.hold()()
+	g.remove(p)
+}
+
 func TestProcStateRunning(t *testing.T) {
 	for stat, want := range map[string]bool{
 		"123 (conntrackd) R 1 2 3":   true,

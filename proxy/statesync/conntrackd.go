@@ -141,10 +141,8 @@ func (c *Conntrackd) runOnce() error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	if c.gate != nil {
-		c.gate.add(cmd.Process)
-		defer c.gate.remove(cmd.Process)
-	}
+	c.gate.add(cmd.Process)
+	defer c.gate.remove(cmd.Process)
 	c.mu.Lock()
 	c.pid, c.running = cmd.Process.Pid, true
 	c.starts++
@@ -162,10 +160,8 @@ func (c *Conntrackd) runOnce() error {
 	select {
 	case err2 = <-exited:
 	case <-c.ctx.Done():
-		if c.gate != nil {
-			// Continued first: a stopped process keeps SIGTERM pending.
-			c.gate.remove(cmd.Process)
-		}
+		// Continued first: a stopped process keeps SIGTERM pending.
+		c.gate.remove(cmd.Process)
 		cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case err2 = <-exited:
@@ -242,10 +238,8 @@ func childEnv() []string {
 func (c *Conntrackd) command(ctx context.Context, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, cmdTimeout)
 	defer cancel()
-	if c.gate != nil {
-		// The daemon answers now, not after the gate's interval.
-		defer c.gate.hold()()
-	}
+	// The daemon answers now, not after the gate's interval.
+	defer c.gate.hold()()
 	cmd := exec.CommandContext(ctx, c.opts.Binary, append([]string{"-C", ConfPath(c.opts.Dir)}, args...)...)
 	cmd.Env = childEnv()
 	out, err := cmd.CombinedOutput()
@@ -259,11 +253,9 @@ func (c *Conntrackd) command(ctx context.Context, args ...string) (string, error
 // next one still runs (a commit that failed must not stop the bulk send).
 // cmdMu is held by the caller.
 func (c *Conntrackd) run(ctx context.Context, steps []Step) error {
-	if c.gate != nil {
-		// Open for all the steps: -R's dump and -B's bulk send go on after
-		// their command returned, and must not wait out an interval.
-		defer c.gate.hold()()
-	}
+	// Open for all the steps: -R's dump and -B's bulk send go on after
+	// their command returned, and must not wait out an interval.
+	defer c.gate.hold()()
 	var errs []error
 	for _, s := range steps {
 		if _, err := c.command(ctx, s.Flag()); err != nil {

@@ -25,9 +25,8 @@ import (
 // the one receiver that needs it.
 type Mesh struct {
 	links []*Conntrackd
-	// gate coalesces all links' rounds at once (nil when off): one timer
-	// for the gateway, and the links' datagrams leave together.
-	gate     *gate
+	// stopGate ends the gate that coalesces all links' rounds at once (one
+	// timer for the gateway; nil when off).
 	stopGate func()
 }
 
@@ -88,12 +87,13 @@ func StartMesh(o Options, peers []netip.Addr, log *slog.Logger) (*Mesh, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	m := &Mesh{}
+	var g *gate
 	if o.Coalesce > 0 {
-		m.gate, m.stopGate = startGate(o.Coalesce)
+		g, m.stopGate = startGate(o.Coalesce)
 	}
 	for i, p := range peers {
 		lo := o
-		lo.Peer, lo.Port, lo.Dir, lo.gate = p, ports[i], LinkDir(o.Dir, ports[i]), m.gate
+		lo.Peer, lo.Port, lo.Dir, lo.gate = p, ports[i], LinkDir(o.Dir, ports[i]), g
 		c, err := Start(lo, log.With("peer", p.String()))
 		if err != nil {
 			m.Close()
