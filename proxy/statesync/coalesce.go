@@ -29,8 +29,8 @@ import (
 // conntrackd runs fewer than gateRoundsPerSec rounds (an idle gateway: an
 // alive message a second; a backup: the primary's batches arrive a few
 // datagrams at a time) it is left running and the gate only counts its
-// rounds once an interval. Above that it is gated, and every gateProbe it
-// runs one interval ungated to count again.
+// rounds once a second (gateCount). Above that it is gated, and every
+// gateProbe it runs one interval ungated to count again.
 //
 // The price is latency: a new connection reaches the peers up to one
 // interval later (a gateway that dies loses the connections opened in its
@@ -66,6 +66,10 @@ const (
 	// gateProbe: how often a gated process runs an interval ungated so
 	// that the gate sees whether the events still come.
 	gateProbe = 5 * time.Second
+	// gateCount: how often the rounds of ungated processes are counted (a
+	// tick is a wake-up of edgelb; an idle gateway or a backup needs no
+	// more than one a second, and batching starts within a second of load).
+	gateCount = time.Second
 	// Idle checks while the processes drain: every gateIdlePoll, for at
 	// most gateMaxDrain; the next tick stops them only if none is busy.
 	gateIdlePoll = time.Millisecond
@@ -96,6 +100,7 @@ func newGate(every time.Duration, ctl procCtl) *gate {
 // startGate runs a gate over the real processes; stop ends its cycling,
 // leaves its processes continued and returns once it has.
 func startGate(every time.Duration) (g *gate, stop func()) {
+	quietChildStops()
 	g = newGate(every, newRealProcCtl())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -171,22 +176,24 @@ func (g *gate) contLocked() {
 }
 
 // run cycles until ctx ends, leaving the processes continued: at each
-// interval's tick decide (tickLocked), stop them if gated, and after the
-// interval continue them and wait until none is busy (at most
-// gateMaxDrain; a tick that finds one still busy leaves them running).
+// tick decide (tickLocked), stop them if gated, and after the interval
+// continue them and wait until none is busy (at most gateMaxDrain; a tick
+// that finds one still busy leaves them running).
 func (g *gate) run(ctx context.Context, sleep func(context.Context, time.Duration) error) {
 	defer func() {
 		g.mu.Lock()
 		g.contLocked()
 		g.mu.Unlock()
 	}()
+	var slept time.Duration
 	for {
 		g.mu.Lock()
-		g.tickLocked()
+		next := g.tickLocked(slept)
 		g.mu.Unlock()
-		if sleep(ctx, g.every) != nil {
+		if sleep(ctx, next) != nil {
 			return
 		}
+		slept = next
 		g.mu.Lock()
 		wasStopped := g.stopped
 		g.contLocked()
@@ -209,11 +216,13 @@ func (g *gate) run(ctx context.Context, sleep func(context.Context, time.Duratio
 	}
 }
 
-// tickLocked switches between counting and batching, and stops the
-// processes for the coming interval when batching.
-func (g *gate) tickLocked() {
+// tickLocked switches between counting and batching, stops the processes
+// for the coming interval when batching, and says how long to wait for
+// the next tick: an interval while batching or probing, gateCount while
+// only counting. slept is how long the wait before this tick was.
+func (g *gate) tickLocked(slept time.Duration) (next time.Duration) {
 	if len(g.procs) == 0 {
-		return
+		return max(g.every, gateCount)
 	}
 	if g.gated {
 		g.cycles++
@@ -221,15 +230,15 @@ func (g *gate) tickLocked() {
 			// One interval ungated, counted at the next tick.
 			g.gated = false
 			g.lastRounds, g.roundsValid = g.roundsLocked(), true
-			return
+			return g.every
 		}
 	} else {
 		r := g.roundsLocked()
-		n, valid := r-g.lastRounds, g.roundsValid && r >= g.lastRounds
+		n, valid := r-g.lastRounds, g.roundsValid && r >= g.lastRounds && slept > 0
 		g.lastRounds, g.roundsValid = r, true
 		perProc := float64(n) / float64(len(g.procs))
-		if !valid || perProc*float64(time.Second)/float64(g.every) <= gateRoundsPerSec {
-			return
+		if !valid || perProc*float64(time.Second)/float64(slept) <= gateRoundsPerSec {
+			return max(g.every, gateCount)
 		}
 		g.gated, g.cycles = true, 0
 	}
@@ -239,6 +248,7 @@ func (g *gate) tickLocked() {
 		}
 		g.stopped = true
 	}
+	return g.every
 }
 
 // roundsLocked sums the processes' rounds (a process that is gone reads

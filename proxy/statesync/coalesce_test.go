@@ -44,7 +44,8 @@ func (f *fakeProcCtl) rounds(p *os.Process) uint64 { return f.rounds_[p.Pid] }
 func (f *fakeProcCtl) track(p *os.Process)         {}
 func (f *fakeProcCtl) forget(p *os.Process)        { f.log = append(f.log, fmt.Sprintf("forget %d", p.Pid)) }
 
-// fakeSleep logs each sleep, advances the rounds by an interval's rate,
+// fakeSleep logs each sleep, advances the rounds by an interval's rate for
+// every interval slept,
 // and runs hook (if any) before the n-th one returns; after max sleeps it
 // ends the run ("end").
 func fakeSleep(f *fakeProcCtl, every time.Duration, max int, hooks map[int]func()) func(context.Context, time.Duration) error {
@@ -56,9 +57,9 @@ func fakeSleep(f *fakeProcCtl, every time.Duration, max int, hooks map[int]func(
 			return errors.New("done")
 		}
 		f.log = append(f.log, "sleep "+d.String())
-		if d == every {
+		if d >= every {
 			for pid, r := range f.rate {
-				f.rounds_[pid] += r
+				f.rounds_[pid] += r * uint64(d/every)
 			}
 		}
 		if h := hooks[n]; h != nil {
@@ -82,15 +83,15 @@ func TestGateCycles(t *testing.T) {
 		hooks func(g *gate) map[int]func()
 		want  string
 	}{{
-		name: "idle processes are never stopped, only counted",
+		name: "idle processes are never stopped, only counted once a second",
 		rate: map[int]uint64{1: 1, 2: 1}, // 40 rounds/s together
 		max:  3,
-		want: "sleep 50ms, sleep 50ms, sleep 50ms, end",
+		want: "sleep 1s, sleep 1s, sleep 1s, end",
 	}, {
 		name: "the mesh's links read the same events: counted per process",
 		rate: map[int]uint64{1: 2, 2: 2}, // 80 rounds/s together, 40 each
 		max:  3,
-		want: "sleep 50ms, sleep 50ms, sleep 50ms, end",
+		want: "sleep 1s, sleep 1s, sleep 1s, end",
 	}, {
 		name: "a process added while counting is no burst (its past rounds are not this interval's)",
 		rate: map[int]uint64{1: 1},
@@ -101,7 +102,7 @@ func TestGateCycles(t *testing.T) {
 				g.add(&os.Process{Pid: 3})
 			}}
 		},
-		want: "sleep 50ms, sleep 50ms, sleep 50ms, end",
+		want: "sleep 1s, sleep 1s, sleep 1s, end",
 	}, {
 		name:  "a process gone reads 0 rounds: the sum falls, no wrap-around burst",
 		start: map[int]uint64{1: 1000},
@@ -109,12 +110,12 @@ func TestGateCycles(t *testing.T) {
 		hooks: func(g *gate) map[int]func() {
 			return map[int]func(){1: func() { g.ctl.(*fakeProcCtl).rounds_[1] = 0 }}
 		},
-		want: "sleep 50ms, sleep 50ms, sleep 50ms, end",
+		want: "sleep 1s, sleep 1s, sleep 1s, end",
 	}, {
-		name: "busy: gated from the first counted interval, stopped an interval, continued, stopped again once idle",
+		name: "busy: gated from the first count (a second), stopped an interval, continued, stopped again once idle",
 		rate: busy,
 		max:  5,
-		want: "sleep 50ms, stop 1, stop 2, sleep 50ms, cont 1, cont 2, sleep 1ms, stop 1, stop 2, sleep 50ms, cont 1, cont 2, sleep 1ms, stop 1, stop 2, end, cont 1, cont 2",
+		want: "sleep 1s, stop 1, stop 2, sleep 50ms, cont 1, cont 2, sleep 1ms, stop 1, stop 2, sleep 50ms, cont 1, cont 2, sleep 1ms, stop 1, stop 2, end, cont 1, cont 2",
 	}, {
 		name:  "a process busy at the tick is left running that interval",
 		rate:  busy,
@@ -170,6 +171,14 @@ func TestGateCycles(t *testing.T) {
 		max:   12,
 		want: strings.Repeat("stop 1, stop 2, sleep 1s, cont 1, cont 2, sleep 1ms, ", 4) +
 			"sleep 1s, sleep 1s, sleep 1s, sleep 1s, end",
+	}, {
+		name:  "a quiet probe goes back to counting once a second",
+		every: 100 * time.Millisecond,
+		rate:  map[int]uint64{1: 2}, // 10/s per process
+		gated: true,
+		max:   int(gateProbe/(100*time.Millisecond))*2 + 1,
+		want: strings.Repeat("stop 1, stop 2, sleep 100ms, cont 1, cont 2, sleep 1ms, ", int(gateProbe/(100*time.Millisecond))-1) +
+			"sleep 100ms, sleep 1s, sleep 1s, end",
 	}, {
 		name:  "every gateProbe one interval ungated; still busy, gated again",
 		every: time.Second,
