@@ -288,8 +288,18 @@ func TestFailoverStateful(t *testing.T) {
 		t.Fatalf("conntrackd not installed (lab/deps.sh failover installs it): %v", err)
 	}
 	exe := edgelbBinary(t)
-	for _, c := range sfCases() {
-		t.Run(c.name(), func(t *testing.T) { sfRun(t, exe, c) })
+	runs := 1
+	if sfSyncCostWanted() {
+		runs = sfCostPairs()
+	}
+	for r := 1; r <= runs; r++ {
+		for _, c := range sfCases() {
+			name := c.name()
+			if runs > 1 {
+				name += fmt.Sprintf("/run%d", r)
+			}
+			t.Run(name, func(t *testing.T) { sfRun(t, exe, c) })
+		}
 	}
 }
 
