@@ -10,7 +10,7 @@
 #
 # Env: EDGELB_BENCH_OUT    output file (default docs/performance.md)
 #      EDGELB_BENCH_LOGS   where the logs go (default a new /tmp/edgelb-bench.* dir)
-#      EDGELB_BENCH_SKIP   space-separated steps to skip: plain nft faults k8s bgp failover statesync statesync0 fleet ipvs
+#      EDGELB_BENCH_SKIP   space-separated steps to skip: plain nft faults idle10k idle50k k8s bgp failover statesync statesync0 fleet ipvs
 #      EDGELB_BENCH_REUSE  set: keep a step's existing log in EDGELB_BENCH_LOGS instead of running it
 #                          (re-renders the table from an earlier run)
 #      EDGELB_LOAD_DURATION, EDGELB_APIDOWN, ...  passed through to the tests (lab/faults/README.md)

@@ -28,28 +28,49 @@ func TestFailoverSyncCoalesced(t *testing.T) {
 	cb := startIn(t, dir, b, Options{Interface: "sync0", Address: addrB, Peer: addrA, Port: 3781})
 	defer cb.Close()
 
-	before := ca.Status().Stats.SentPackets
-	// One shell inserts them (a process per entry, not two): several
-	// hundred events a second, well above the gate's gateRoundsPerSec.
-	var script strings.Builder
-	for i := 1; i <= n; i++ {
-		fmt.Fprintf(&script, "conntrack -I -p tcp -s 192.0.2.11 -d 198.51.100.11 --sport %d --dport 80 --state ESTABLISHED -t 600 -u SEEN_REPLY >/dev/null 2>&1 || exit 1\n", 30000+i)
+	// The gate batches once it counted more than gateRoundsPerSec rounds a
+	// second (counted once a second while ungated, TestGateCycles): a
+	// warm-up load until it does, then the burst, all inside the gated
+	// time before its first probe (gateProbe).
+	insert := func(from, count int) {
+		t.Helper()
+		var script strings.Builder
+		for i := from; i < from+count; i++ {
+			fmt.Fprintf(&script, "conntrack -I -p tcp -s 192.0.2.11 -d 198.51.100.11 --sport %d --dport 80 --state ESTABLISHED -t 600 -u SEEN_REPLY >/dev/null 2>&1 || exit 1\n", i)
+		}
+		if out, err := a.Exec(context.Background(), "sh", "-c", script.String()); err != nil {
+			t.Fatalf("conntrack -I: %v: %s", err, out)
+		}
 	}
+	gated := func() bool { g.mu.Lock(); defer g.mu.Unlock(); return g.gated }
+	warm := 0
+	for deadline := time.Now().Add(10 * time.Second); !gated(); warm += 50 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the gate did not engage in 10 s of %d new connections", warm)
+		}
+		insert(20000+warm, 50)
+	}
+	sentNow := func() uint64 {
+		t.Helper()
+		out, err := ca.command(context.Background(), "-s") // a fresh read, not the cached Status
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ParseStats(out).SentPackets
+	}
+	before := sentNow()
 	t0 := time.Now()
-	if out, err := a.Exec(context.Background(), "sh", "-c", script.String()); err != nil {
-		t.Fatalf("conntrack -I: %v: %s", err, out)
-	}
+	insert(30001, n)
 	took := time.Since(t0)
 	end := time.Now().Add(30 * time.Second)
-	for cb.Status().Stats.External < n {
+	for cb.Status().Stats.External < uint64(warm+n) {
 		if time.Now().After(end) {
-			t.Fatalf("the peer holds %d of the %d connections after 30 s", cb.Status().Stats.External, n)
+			t.Fatalf("the peer holds %d of the %d connections after 30 s", cb.Status().Stats.External, warm+n)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 	arrived := time.Since(t0)
-	time.Sleep(1100 * time.Millisecond) // a fresh read of the counters
-	sent := ca.Status().Stats.SentPackets - before
+	sent := sentNow() - before
 	// A client command holds the gate open (TestGateCycles checks that);
 	// here its time is only reported.
 	q0 := time.Now()
@@ -57,12 +78,12 @@ func TestFailoverSyncCoalesced(t *testing.T) {
 		t.Fatal(err)
 	}
 	answered := time.Since(q0)
-	t.Logf("MEASURED sync-coalesced connections=%d inserted_in_ms=%d arrived_in_ms=%d datagrams=%d per_connection=%.2f command_ms=%d (coalesce %s)",
-		n, took.Milliseconds(), arrived.Milliseconds(), sent, float64(sent)/n, answered.Milliseconds(), every)
+	t.Logf("MEASURED sync-coalesced connections=%d inserted_in_ms=%d arrived_in_ms=%d datagrams=%d per_connection=%.2f command_ms=%d (coalesce %s; gated after a warm-up of %d)",
+		n, took.Milliseconds(), arrived.Milliseconds(), sent, float64(sent)/n, answered.Milliseconds(), every, warm)
 	// Ungated, each event is a round and a datagram of its own (~n); the
-	// bound leaves room for the ungated first interval, alive messages and
-	// a probe interval. The gate needs more than 50 events/s to batch: one
-	// shell inserts ~270/s here (it would take a machine five times slower).
+	// bound leaves room for alive messages and the acknowledgements' rounds.
+	// The gate needs more than 50 events/s to batch: one shell inserts
+	// ~270/s here (it would take a machine five times slower).
 	if sent >= n/2 {
 		t.Fatalf("%d datagrams for %d connections: the sender was not coalesced", sent, n)
 	}
