@@ -53,10 +53,16 @@ type Conntrackd struct {
 const (
 	DefaultConntrackdPort   = 3780
 	DefaultConntrackdBinary = "/usr/sbin/conntrackd"
-	// DefaultConntrackdCoalesce: at ~850 new connections/s a seventh to an
-	// eleventh of conntrackd's CPU without it (make bench, statesync rows), and
-	// far below the L2 failover's detection time.
-	DefaultConntrackdCoalesce = 100 * time.Millisecond
+	// DefaultConntrackdCoalesce: a third of the owner's CPU with it off at
+	// 1,000 new connections/s (make bench, statesync rows). 200 ms and not
+	// 100: with three gateways the owner paid ~0.7 % of a core more at 100 ms
+	// (two conntrackd stopped and continued twice as often, and edgelb's
+	// wake-ups to do it), which put the sync at the 5 % instead of
+	// under it (proxy/statesync/README.md). The price is the window of new
+	// connections a dying owner has not sent yet: still below the L2
+	// failover's detection, and a tenth of the IPVS sync daemon's (a buffer
+	// at most 2 s old).
+	DefaultConntrackdCoalesce = 200 * time.Millisecond
 	// MinConntrackdCoalesce and MaxConntrackdCoalesce bound it: shorter, the
 	// gate's own wake-ups cost more than the batching saves; longer, the
 	// connections opened in a dying gateway's last interval grow, and the
