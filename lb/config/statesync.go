@@ -53,8 +53,9 @@ type Conntrackd struct {
 const (
 	DefaultConntrackdPort   = 3780
 	DefaultConntrackdBinary = "/usr/sbin/conntrackd"
-	// DefaultConntrackdCoalesce: a third of the owner's CPU with it off at
-	// 1,000 new connections/s (make bench, statesync rows). 200 ms and not
+	// DefaultConntrackdCoalesce: the owner's CPU a third to a half of what
+	// it is with it off at 1,000 new connections/s (make bench, statesync
+	// rows). 200 ms and not
 	// 100: with three gateways the owner paid ~0.7 % of a core more at 100 ms
 	// (two conntrackd stopped and continued twice as often, and edgelb's
 	// wake-ups to do it), which put the sync at the 5 % instead of

@@ -74,19 +74,29 @@ const (
 	// most gateMaxDrain; the next tick stops them only if none is busy.
 	gateIdlePoll = time.Millisecond
 	gateMaxDrain = 100 * time.Millisecond
+	// gateAfterHold: how long the processes stay running after a hold
+	// ends. conntrackd goes on with a command's work after answering it —
+	// a commit (-c), a dump (-R) or a bulk send (-B) runs a batch per round
+	// of its loop, with select between them — and stopped between rounds
+	// each batch would wait an interval: on a takeover the streams wait
+	// for the commit (their entries), so it must run at full speed (the
+	// lab's failover data gap grew by ~400 ms with the interval doubled).
+	gateAfterHold = 5 * time.Second
 )
 
 // gate duty-cycles the conntrackd processes registered with it.
 type gate struct {
 	every time.Duration
 	ctl   procCtl
+	now   func() time.Time
 
 	mu      sync.Mutex
 	procs   []*os.Process
 	holds   int
-	stopped bool // the procs are stopped now
-	gated   bool // batching (else only counting rounds)
-	cycles  int  // gated intervals since the last probe
+	open    time.Time // no stop before this (gateAfterHold after a hold)
+	stopped bool      // the procs are stopped now
+	gated   bool      // batching (else only counting rounds)
+	cycles  int       // gated intervals since the last probe
 	// rounds summed over procs when the current ungated interval began
 	// (compared only when the set of procs did not change since).
 	lastRounds  uint64
@@ -94,7 +104,7 @@ type gate struct {
 }
 
 func newGate(every time.Duration, ctl procCtl) *gate {
-	return &gate{every: every, ctl: ctl}
+	return &gate{every: every, ctl: ctl, now: time.Now}
 }
 
 // startGate runs a gate over the real processes; stop ends its cycling,
@@ -144,9 +154,10 @@ func (g *gate) remove(p *os.Process) {
 	}
 }
 
-// hold continues every process now and keeps them running until the
-// returned release is called (client commands, which a stopped daemon
-// would answer an interval late).
+// hold continues every process now and keeps them running until
+// gateAfterHold after the returned release is called (client commands,
+// which a stopped daemon would answer an interval late, and their work
+// that goes on after the answer).
 func (g *gate) hold() (release func()) {
 	if g == nil {
 		return func() {}
@@ -160,6 +171,7 @@ func (g *gate) hold() (release func()) {
 		once.Do(func() {
 			g.mu.Lock()
 			g.holds--
+			g.open = g.now().Add(gateAfterHold)
 			g.mu.Unlock()
 		})
 	}
@@ -242,7 +254,7 @@ func (g *gate) tickLocked(slept time.Duration) (next time.Duration) {
 		}
 		g.gated, g.cycles = true, 0
 	}
-	if g.holds == 0 && !g.anyBusyLocked() {
+	if g.holds == 0 && !g.now().Before(g.open) && !g.anyBusyLocked() {
 		for _, p := range g.procs {
 			g.ctl.stop(p)
 		}

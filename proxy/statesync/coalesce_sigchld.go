@@ -16,14 +16,15 @@ import (
 // each one wakes one of its sleeping threads to run a handler that then
 // ignores it (nothing in edgelb asks for SIGCHLD: os/exec waits on the
 // child itself). A gated gateway with two links takes four per interval,
-// 20 a second at the default 200 ms. Measured by hand on the lab's VM (a stand-alone
-// loop, not in the repository): a Go timer wake-up costs ~80 µs there, and
-// stopping and continuing two children every 100 ms cost their Go parent
-// 0.49–3.87 % of a core (median 0.79 %, 6 runs) with these signals and
-// 0.35–1.06 % (median 0.55 %) without. SA_NOCLDSTOP is what POSIX gives a parent that does not want
-// those: a child's exit still sends SIGCHLD, so nothing that waits for
-// children changes. The runtime does not install the handler again
-// (os/signal only masks and unmasks a signal it already handles).
+// 20 a second at the default 200 ms. Measured by hand on the lab's VM (a
+// stand-alone loop, not in the repository): a Go timer wake-up costs ~80 µs
+// there, and stopping and continuing two children every 100 ms cost their
+// Go parent 0.49–3.87 % of a core (median 0.79 %, 6 runs) with these
+// signals and 0.35–1.06 % (median 0.55 %) without. SA_NOCLDSTOP is what
+// POSIX gives a parent that does not want those: a child's exit still
+// sends SIGCHLD, so nothing that waits for children changes. The runtime
+// does not install the handler again (os/signal only masks and unmasks a
+// signal it already handles).
 func quietChildStops() { quietOnce.Do(func() { quietErr = setNoCldStop() }) }
 
 var (

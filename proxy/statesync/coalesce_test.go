@@ -16,6 +16,7 @@ import (
 // too: the events wait for it), and busy answers true while busyLeft[pid]
 // is above 0.
 type fakeProcCtl struct {
+	clock    time.Time // advanced by fakeSleep; the gate's now
 	log      []string
 	rate     map[int]uint64
 	rounds_  map[int]uint64
@@ -57,6 +58,7 @@ func fakeSleep(f *fakeProcCtl, every time.Duration, max int, hooks map[int]func(
 			return errors.New("done")
 		}
 		f.log = append(f.log, "sleep "+d.String())
+		f.clock = f.clock.Add(d)
 		if d >= every {
 			for pid, r := range f.rate {
 				f.rounds_[pid] += r * uint64(d/every)
@@ -142,10 +144,11 @@ func TestGateCycles(t *testing.T) {
 		},
 		want: "stop 1, stop 2, sleep 50ms, cont 1, cont 2, " + strings.Repeat("sleep 1ms, ", int(gateMaxDrain/gateIdlePoll)) + "sleep 50ms, end",
 	}, {
-		name:  "a hold continues them at once and keeps them running; released, they stop again",
-		rate:  busy,
+		name:  "a hold continues them at once and keeps them running; gateAfterHold after the release, they stop again",
+		every: time.Second,
+		rate:  map[int]uint64{1: 200}, // 100/s per process
 		gated: true,
-		max:   6,
+		max:   10,
 		hooks: func(g *gate) map[int]func() {
 			var release func()
 			return map[int]func(){
@@ -153,7 +156,9 @@ func TestGateCycles(t *testing.T) {
 				3: func() { release() },
 			}
 		},
-		want: "stop 1, stop 2, sleep 50ms, cont 1, cont 2, sleep 50ms, sleep 50ms, stop 1, stop 2, sleep 50ms, cont 1, cont 2, sleep 1ms, stop 1, stop 2, sleep 50ms, cont 1, cont 2, end",
+		// Released at 3 s: running until 8 s (gateAfterHold), then stopped.
+		want: "stop 1, stop 2, sleep 1s, cont 1, cont 2, " + strings.Repeat("sleep 1s, ", 7) +
+			"stop 1, stop 2, sleep 1s, cont 1, cont 2, sleep 1ms, stop 1, stop 2, end, cont 1, cont 2",
 	}, {
 		name:  "a removed process is continued (its SIGTERM must not stay pending) and no longer signalled",
 		rate:  busy,
@@ -196,6 +201,7 @@ func TestGateCycles(t *testing.T) {
 				f.rounds_[pid] = r
 			}
 			g := newGate(every, f)
+			g.now = func() time.Time { return f.clock }
 			g.add(p1)
 			g.add(p2)
 			g.gated = c.gated
