@@ -154,11 +154,12 @@ func (g *gate) remove(p *os.Process) {
 	}
 }
 
-// hold continues every process now and keeps them running until
-// gateAfterHold after the returned release is called (client commands,
-// which a stopped daemon would answer an interval late, and their work
-// that goes on after the answer).
-func (g *gate) hold() (release func()) {
+// hold continues every process now and keeps them running until after
+// past the returned release's call: client commands, which a stopped
+// daemon would answer an interval late (after 0), and steps whose work
+// goes on after the answer (gateAfterHold). A status read must not keep
+// the gate open: the web UI and metrics read one every second.
+func (g *gate) hold(after time.Duration) (release func()) {
 	if g == nil {
 		return func() {}
 	}
@@ -171,7 +172,9 @@ func (g *gate) hold() (release func()) {
 		once.Do(func() {
 			g.mu.Lock()
 			g.holds--
-			g.open = g.now().Add(gateAfterHold)
+			if t := g.now().Add(after); t.After(g.open) {
+				g.open = t
+			}
 			g.mu.Unlock()
 		})
 	}

@@ -152,13 +152,26 @@ func TestGateCycles(t *testing.T) {
 		hooks: func(g *gate) map[int]func() {
 			var release func()
 			return map[int]func(){
-				1: func() { release = g.hold() }, // while stopped
+				1: func() { release = g.hold(gateAfterHold) }, // while stopped
 				3: func() { release() },
 			}
 		},
 		// Released at 3 s: running until 8 s (gateAfterHold), then stopped.
 		want: "stop 1, stop 2, sleep 1s, cont 1, cont 2, " + strings.Repeat("sleep 1s, ", 7) +
 			"stop 1, stop 2, sleep 1s, cont 1, cont 2, sleep 1ms, stop 1, stop 2, end, cont 1, cont 2",
+	}, {
+		name:  "a command's hold (after 0, status reads): released, they stop again at the next tick",
+		rate:  busy,
+		gated: true,
+		max:   6,
+		hooks: func(g *gate) map[int]func() {
+			var release func()
+			return map[int]func(){
+				1: func() { release = g.hold(0) }, // while stopped
+				3: func() { release() },
+			}
+		},
+		want: "stop 1, stop 2, sleep 50ms, cont 1, cont 2, sleep 50ms, sleep 50ms, stop 1, stop 2, sleep 50ms, cont 1, cont 2, sleep 1ms, stop 1, stop 2, sleep 50ms, cont 1, cont 2, end",
 	}, {
 		name:  "a removed process is continued (its SIGTERM must not stay pending) and no longer signalled",
 		rate:  busy,
@@ -222,7 +235,7 @@ func TestGateHoldWhileRunningSendsNothing(t *testing.T) {
 	f := &fakeProcCtl{}
 	g := newGate(time.Second, f)
 	g.add(&os.Process{Pid: 7})
-	release := g.hold()
+	release := g.hold(0)
 	release()
 	release() // twice is once
 	if len(f.log) != 0 || g.holds != 0 {
@@ -247,7 +260,7 @@ func TestNilGateIsOff(t *testing.T) {
 	var g *gate // Options.Coalesce 0
 	p := &os.Process{Pid: 7}
 	g.add(p)
-	g.hold()()
+	g.hold(gateAfterHold)()
 	g.remove(p)
 }
 

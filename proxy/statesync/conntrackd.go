@@ -239,7 +239,7 @@ func (c *Conntrackd) command(ctx context.Context, args ...string) (string, error
 	ctx, cancel := context.WithTimeout(ctx, cmdTimeout)
 	defer cancel()
 	// The daemon answers now, not after the gate's interval.
-	defer c.gate.hold()()
+	defer c.gate.hold(0)()
 	cmd := exec.CommandContext(ctx, c.opts.Binary, append([]string{"-C", ConfPath(c.opts.Dir)}, args...)...)
 	cmd.Env = childEnv()
 	out, err := cmd.CombinedOutput()
@@ -253,9 +253,10 @@ func (c *Conntrackd) command(ctx context.Context, args ...string) (string, error
 // next one still runs (a commit that failed must not stop the bulk send).
 // cmdMu is held by the caller.
 func (c *Conntrackd) run(ctx context.Context, steps []Step) error {
-	// Open for all the steps: -R's dump and -B's bulk send go on after
-	// their command returned, and must not wait out an interval.
-	defer c.gate.hold()()
+	// Open for all the steps and gateAfterHold after them: -c's commit,
+	// -R's dump and -B's bulk send go on after their command returned,
+	// and must not wait out an interval a batch.
+	defer c.gate.hold(gateAfterHold)()
 	var errs []error
 	for _, s := range steps {
 		if _, err := c.command(ctx, s.Flag()); err != nil {
