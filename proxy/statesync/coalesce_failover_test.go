@@ -29,9 +29,9 @@ func TestFailoverSyncCoalesced(t *testing.T) {
 	defer cb.Close()
 
 	// The gate batches once it counted more than gateRoundsPerSec rounds a
-	// second (counted once a second while ungated, TestGateCycles): a
-	// warm-up load until it does, then the burst, all inside the gated
-	// time before its first probe (gateProbe).
+	// second (counted once a second while ungated, TestGateCycles) and the
+	// start steps' gateAfterHold is over: a warm-up load until then, then
+	// the burst, inside the gated time before its first probe (gateProbe).
 	insert := func(from, count int) {
 		t.Helper()
 		var script strings.Builder
@@ -42,11 +42,16 @@ func TestFailoverSyncCoalesced(t *testing.T) {
 			t.Fatalf("conntrack -I: %v: %s", err, out)
 		}
 	}
-	gated := func() bool { g.mu.Lock(); defer g.mu.Unlock(); return g.gated }
+	// Gated, and past the 5 s the start steps keep it open (gateAfterHold).
+	gated := func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.gated && !g.now().Before(g.open)
+	}
 	warm := 0
-	for deadline := time.Now().Add(10 * time.Second); !gated(); warm += 50 {
+	for deadline := time.Now().Add(20 * time.Second); !gated(); warm += 50 {
 		if time.Now().After(deadline) {
-			t.Fatalf("the gate did not engage in 10 s of %d new connections", warm)
+			t.Fatalf("the gate did not engage in 20 s of %d new connections", warm)
 		}
 		insert(20000+warm, 50)
 	}
