@@ -258,13 +258,24 @@ func (g *gate) tickLocked(slept time.Duration) (next time.Duration) {
 		}
 		g.gated, g.cycles = true, 0
 	}
-	if g.holds == 0 && !g.now().Before(g.open) && !g.anyBusyLocked() {
+	if g.gated && g.mayStopLocked() && !g.anyBusyLocked() {
 		for _, p := range g.procs {
 			g.ctl.stop(p)
 		}
 		g.stopped = true
 	}
 	return g.every
+}
+
+// mayStopLocked: no hold, and past the open time a step list left.
+func (g *gate) mayStopLocked() bool { return g.holds == 0 && !g.now().Before(g.open) }
+
+// batching says whether the gate stops its processes at its ticks now
+// (gated, and nothing keeps it open).
+func (g *gate) batching() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.gated && g.mayStopLocked()
 }
 
 // roundsLocked sums the processes' rounds (a process that is gone reads

@@ -43,13 +43,8 @@ func TestFailoverSyncCoalesced(t *testing.T) {
 		}
 	}
 	// Gated, and past the 5 s the start steps keep it open (gateAfterHold).
-	gated := func() bool {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		return g.gated && !g.now().Before(g.open)
-	}
 	warm := 0
-	for deadline := time.Now().Add(20 * time.Second); !gated(); warm += 50 {
+	for deadline := time.Now().Add(20 * time.Second); !g.batching(); warm += 50 {
 		if time.Now().After(deadline) {
 			t.Fatalf("the gate did not engage in 20 s of %d new connections", warm)
 		}

@@ -76,9 +76,15 @@ func (r *realProcCtl) rounds(p *os.Process) uint64 {
 // procStateRunning reads the state field of /proc/PID/stat: the first
 // character after the last ')' (the command name may contain one). Only R
 // (running or runnable) is busy; S, D, T and the rest are not.
-func procStateRunning(stat []byte) bool {
+func procStateRunning(stat []byte) bool { return procState(stat) == 'R' }
+
+// procState is the state letter of a /proc/PID/stat line, 0 when there is none.
+func procState(stat []byte) byte {
 	i := bytes.LastIndexByte(stat, ')')
-	return i >= 0 && i+2 < len(stat) && stat[i+2] == 'R'
+	if i < 0 || i+2 >= len(stat) {
+		return 0
+	}
+	return stat[i+2]
 }
 
 // schedstatRounds is the third field of /proc/PID/schedstat ("run ns, wait

@@ -3,7 +3,6 @@
 package statesync
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -38,7 +37,7 @@ func TestQuietChildStops(t *testing.T) {
 		if err := child.Process.Signal(syscall.SIGSTOP); err != nil {
 			t.Fatal(err)
 		}
-		for deadline := time.Now().Add(10 * time.Second); procState(child.Process.Pid) != 'T'; time.Sleep(time.Millisecond) {
+		for deadline := time.Now().Add(10 * time.Second); procStateOf(child.Process.Pid) != 'T'; time.Sleep(time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatal("the child did not stop within 10 s")
 			}
@@ -101,12 +100,7 @@ func TestQuietChildStops(t *testing.T) {
 	}
 }
 
-// procState is the state letter of /proc/PID/stat (0 when unreadable).
-func procState(pid int) byte {
+func procStateOf(pid int) byte {
 	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return 0
-	}
-	return b[i+2]
+	return procState(b)
 }
