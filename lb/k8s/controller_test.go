@@ -117,8 +117,7 @@ func leadingFake(t *testing.T, reg prometheus.Registerer, pools ...runtime.Objec
 	t.Helper()
 	cs := fake.NewClientset()
 	cs.Resources = []*metav1.APIResourceList{{GroupVersion: "edgelb.io/v1alpha1", APIResources: []metav1.APIResource{{Name: "ippools", Kind: "IPPool"}}}}
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{IPPoolGVR: "IPPoolList"}, pools...)
+	dyn := fakePoolAPI(pools...)
 	c, err := New(cs, dyn, Options{NodeName: "gw1", HandleClassless: true, LeaseDuration: time.Second, RetryPeriod: 100 * time.Millisecond, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)

@@ -12,9 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/util/retry"
 
 	dpfake "github.com/edgelb/edgelb/proxy/fake"
 )
@@ -32,8 +31,7 @@ const (
 // that once wrote one IP to four Services (pool default in use deleted
 // while an overlapping pool waits), a shrink, an overlap-replace, a delete
 // with nowhere to move, a re-create. The fake apiserver has no finalizer
-// machinery, so the test plays it: a delete of an object with finalizers
-// sets deletionTimestamp, and the object goes once they are empty.
+// machinery and no optimistic concurrency: fakePoolAPI adds both.
 // After every row: 0 duplicate addresses in Service status (sampled while
 // the row converges, too), every sample of the leader's desired state
 // accepted by a dataplane refusing duplicate frontends as nftables does,
@@ -51,8 +49,7 @@ func TestPoolChangeSteps(t *testing.T) {
 	requests := map[string]string{"zz-req-spec": "10.0.0.0", "zz-req-annot": "10.0.0.1"}
 	cs := fake.NewClientset(objs...)
 	cs.Resources = []*metav1.APIResourceList{{GroupVersion: "edgelb.io/v1alpha1", APIResources: []metav1.APIResource{{Name: "ippools", Kind: "IPPool"}}}}
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{IPPoolGVR: "IPPoolList"}, poolObj("default", 0, "10.0.0.0/28"))
+	dyn := fakePoolAPI(poolObj("default", 0, "10.0.0.0/28"))
 	c, err := New(cs, dyn, Options{NodeName: "gw1", HandleClassless: true, LeaseDuration: time.Second, RetryPeriod: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -77,37 +74,11 @@ func TestPoolChangeSteps(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// deletePool does what the apiserver does on delete.
+	// deletePool is kubectl delete: the object stays, deleting, while a
+	// finalizer holds it (fakePoolAPI plays the API server's part).
 	deletePool := func(name string) {
-		u, err := gvr.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
+		if err := gvr.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
-		}
-		if len(u.GetFinalizers()) == 0 {
-			if err := gvr.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			return
-		}
-		now := metav1.Now()
-		u.SetDeletionTimestamp(&now)
-		if _, err := gvr.Update(ctx, u, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// collect removes deleted pools whose finalizers are gone (the
-	// apiserver's part).
-	collect := func() {
-		l, err := gvr.List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, u := range l.Items {
-			if u.GetDeletionTimestamp() != nil && len(u.GetFinalizers()) == 0 {
-				if err := gvr.Delete(ctx, u.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-					t.Fatal(err)
-				}
-			}
 		}
 	}
 	poolState := func(name string) string {
@@ -135,20 +106,25 @@ func TestPoolChangeSteps(t *testing.T) {
 		}
 		return "unsettled"
 	}
-	// setAddrs replaces an IPPool's spec.addresses (kubectl edit).
+	// setAddrs replaces an IPPool's spec.addresses (kubectl edit, which
+	// starts over from a fresh copy on a conflict).
 	setAddrs := func(name string, addrs ...string) {
-		u, err := gvr.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
 		a := make([]any, len(addrs))
 		for i, s := range addrs {
 			a[i] = s
 		}
-		if err := unstructured.SetNestedSlice(u.Object, a, "spec", "addresses"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := gvr.Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			u, err := gvr.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if err := unstructured.SetNestedSlice(u.Object, a, "spec", "addresses"); err != nil {
+				return err
+			}
+			_, err = gvr.Update(ctx, u, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -234,7 +210,6 @@ func TestPoolChangeSteps(t *testing.T) {
 		var after map[string]string
 		why := ""
 		settled := func() bool {
-			collect()
 			after = sample()
 			if len(after) != total {
 				why = fmt.Sprintf("%d of %d Services with an address", len(after), total)

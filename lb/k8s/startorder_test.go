@@ -9,8 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 )
 
@@ -32,8 +30,7 @@ func TestLeaderAssignsRequestsFirst(t *testing.T) {
 	}
 	cs := fake.NewClientset(objs...)
 	cs.Resources = []*metav1.APIResourceList{{GroupVersion: "edgelb.io/v1alpha1", APIResources: []metav1.APIResource{{Name: "ippools", Kind: "IPPool"}}}}
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{IPPoolGVR: "IPPoolList"}, poolObj("p", 0, "192.0.2.1-192.0.2.48")) // exactly 48: every address is needed
+	dyn := fakePoolAPI(poolObj("p", 0, "192.0.2.1-192.0.2.48")) // exactly 48: every address is needed
 	c, err := New(cs, dyn, Options{NodeName: "gw1", HandleClassless: true, LeaseDuration: time.Second, RetryPeriod: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
