@@ -111,6 +111,7 @@ type rawConntrackd struct {
 	Port           int64    `json:"port"`
 	Binary         string   `json:"binary"`
 	Coalesce       duration `json:"coalesce"`
+	CommitTimeout  duration `json:"commitTimeout"`
 }
 
 type rawMembers struct {

@@ -47,6 +47,10 @@ type Conntrackd struct {
 	// that one round sends an interval's conntrack events in a few
 	// datagrams (statesync.Options.Coalesce); 0 = a round per event.
 	Coalesce time.Duration
+	// CommitTimeout is how long a connection entry committed at a takeover
+	// lives unless a packet refreshes it (statesync.Options.CommitTimeout);
+	// 0 = conntrackd's own estimate.
+	CommitTimeout time.Duration
 }
 
 // Defaults of the conntrackd section.
@@ -71,6 +75,16 @@ const (
 	// (8 MiB: ~13,000 events/s at 500 ms).
 	MinConntrackdCoalesce = 10 * time.Millisecond
 	MaxConntrackdCoalesce = 500 * time.Millisecond
+	// DefaultConntrackdCommitTimeout: one hour (statesync.DefaultCommitTimeout
+	// says why: without it the connections a dead owner had just closed
+	// live on for 5 days on the new owner).
+	DefaultConntrackdCommitTimeout = statesync.DefaultCommitTimeout
+	// MinConntrackdCommitTimeout and MaxConntrackdCommitTimeout bound it:
+	// shorter, a connection quiet for a few seconds right after a takeover
+	// loses its state; longer than the kernel's ESTABLISHED timeout (5 days)
+	// means nothing.
+	MinConntrackdCommitTimeout = 10 * time.Second
+	MaxConntrackdCommitTimeout = 120 * time.Hour
 )
 
 // MaxConntrackdPeers bounds stateSync.conntrackd.peers: each peer is a
@@ -121,6 +135,7 @@ func convertStateSync(r *rawStateSync, c *collector) StateSync {
 		ct.Binary = rc.Binary
 	}
 	ct.Coalesce = parseDuration(c, path+".coalesce", rc.Coalesce, DefaultConntrackdCoalesce)
+	ct.CommitTimeout = parseDuration(c, path+".commitTimeout", rc.CommitTimeout, DefaultConntrackdCommitTimeout)
 	s.Conntrackd = ct
 	return s
 }
@@ -149,6 +164,9 @@ func (c *Config) validateStateSync(col *collector) {
 	}
 	if ct.Coalesce != 0 && (ct.Coalesce < MinConntrackdCoalesce || ct.Coalesce > MaxConntrackdCoalesce) {
 		col.add(path+".coalesce", ct.Coalesce.String(), "want 0s (off) or %s to %s: shorter costs more than it saves, longer loses the connections of a dying gateway's last interval", MinConntrackdCoalesce, MaxConntrackdCoalesce)
+	}
+	if d := ct.CommitTimeout; d != 0 && (d < MinConntrackdCommitTimeout || d > MaxConntrackdCommitTimeout) {
+		col.add(path+".commitTimeout", d.String(), "want 0s (conntrackd's own estimate: 5 days for the connections a dead owner had just closed) or %s to %s: shorter, a connection quiet for a moment after a takeover loses its state", MinConntrackdCommitTimeout, MaxConntrackdCommitTimeout)
 	}
 	if c.Announce.L2 == nil {
 		col.addErr(path, "", fmt.Errorf("needs announce.l2: conntrackd's failover steps follow the L2 ownership of the VIPs: %w", ErrStateSync))

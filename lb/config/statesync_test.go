@@ -23,7 +23,8 @@ stateSync:
 `, nil)
 	ct := cfg.StateSync.Conntrackd
 	if ct == nil || ct.Interface != "eth2" || len(ct.Peers) != 1 || ct.Peers[0] != netip.MustParseAddr("10.0.0.2") || ct.Port != DefaultConntrackdPort ||
-		ct.Binary != DefaultConntrackdBinary || ct.Address.IsValid() || ct.Coalesce != DefaultConntrackdCoalesce {
+		ct.Binary != DefaultConntrackdBinary || ct.Address.IsValid() || ct.Coalesce != DefaultConntrackdCoalesce ||
+		ct.CommitTimeout != time.Hour {
 		t.Fatalf("conntrackd = %+v", ct)
 	}
 	l2 := cfg.Announce.L2
@@ -38,6 +39,12 @@ stateSync:
 		cfg = mustParse(t, pool+stateSyncL2+"stateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2, coalesce: "+in+"}}\n", nil)
 		if got := cfg.StateSync.Conntrackd.Coalesce; got != want {
 			t.Errorf("coalesce %s parsed as %v", in, got)
+		}
+	}
+	for in, want := range map[string]time.Duration{"0s": 0, "10s": 10 * time.Second, "15m": 15 * time.Minute, "120h": 120 * time.Hour} {
+		cfg = mustParse(t, pool+stateSyncL2+"stateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2, commitTimeout: "+in+"}}\n", nil)
+		if got := cfg.StateSync.Conntrackd.CommitTimeout; got != want {
+			t.Errorf("commitTimeout %s parsed as %v", in, got)
 		}
 	}
 	if cfg := mustParse(t, pool, nil); cfg.StateSync.Conntrackd != nil {
@@ -63,6 +70,12 @@ func TestStateSyncErrors(t *testing.T) {
 			[]want{{"stateSync.conntrackd.coalesce", `"fast": want a duration`}}},
 		{"coalesce negative", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2, coalesce: -1s}}\n",
 			[]want{{"stateSync.conntrackd.coalesce", `"-1s": must not be negative`}}},
+		{"commitTimeout too short", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2, commitTimeout: 9s}}\n",
+			[]want{{"stateSync.conntrackd.commitTimeout", `"9s": want 0s (conntrackd's own estimate`}}},
+		{"commitTimeout too long", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2, commitTimeout: 121h}}\n",
+			[]want{{"stateSync.conntrackd.commitTimeout", `"121h0m0s": want 0s`}}},
+		{"commitTimeout not a duration", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2, commitTimeout: 1 hour}}\n",
+			[]want{{"stateSync.conntrackd.commitTimeout", `"1 hour": want a duration`}}},
 		{"multicast group", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, multicastGroup: 225.0.0.50}}\n",
 			[]want{{"stateSync.conntrackd.multicastGroup", `"225.0.0.50": is no longer supported: conntrackd tracks one message sequence per channel`}}},
 		{"peer multicast", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peer: 225.0.0.1}}\n",

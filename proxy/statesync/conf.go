@@ -35,11 +35,33 @@ type Options struct {
 	// round handles an interval's events; 0 runs them unstopped, one round
 	// per event.
 	Coalesce time.Duration
+	// CommitTimeout is how long an entry committed at a takeover lives
+	// unless a packet refreshes it (conntrackd's CommitTimeout, whole
+	// seconds); 0 leaves conntrackd's own estimate, which is days for the
+	// connections a dead owner had closed (DefaultCommitTimeout says why).
+	CommitTimeout time.Duration
 
 	// gate, when set, is the gate Start registers its processes with (the
 	// mesh's, shared by its links).
 	gate *gate
 }
+
+// DefaultCommitTimeout bounds how long the entries a takeover commits live
+// without traffic. Without it conntrackd gives each the timeout its last
+// event carried minus its age, and with the dataplane's event mask
+// (destroy,assured) the last event of a connection the dead owner had
+// already closed is its ASSURED one: ESTABLISHED, 5 days. Its DESTROY
+// never comes, so every connection closed in the owner's last 120 s
+// (TIME_WAIT) lived on as ESTABLISHED for 5 days on the new owner
+// (TestFailoverCommitTimeout: 40 of 40, timeout 431,979 s) — at 1,000 new
+// connections/s, 120,000 entries a failover against a default
+// nf_conntrack_max of 262,144. A connection that is alive refreshes its
+// entry with its next packet (back to the kernel's ESTABLISHED timeout), so
+// the bound costs only connections that send nothing for longer than it
+// right after a takeover: one hour keeps those of an hour's silence and
+// lets a failover's closed connections go within the hour (IPVS, for
+// comparison, drops an idle connection after 900 s, failover or not).
+const DefaultCommitTimeout = time.Hour
 
 // ErrOptions is wrapped by Render's refusals.
 var ErrOptions = errors.New("statesync: bad options")
@@ -69,6 +91,10 @@ func Render(o Options) (string, error) {
 	// finds them already acknowledged (and so in the peer's cache).
 	w("\t\tACKWindowSize 100")
 	w("\t\tResendQueueSize 131072")
+	if o.CommitTimeout > 0 {
+		// Whole seconds, rounded up: conntrackd reads an integer.
+		w("\t\tCommitTimeout %d", int64((o.CommitTimeout+time.Second-1)/time.Second))
+	}
 	w("\t}")
 	if !o.Peer.IsValid() {
 		return "", fmt.Errorf("%w: a peer is required", ErrOptions)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 var (
@@ -17,11 +18,31 @@ var (
 // is strict and a changed line must be a reviewed change.
 func TestRenderUnicast(t *testing.T) {
 	got, err := Render(Options{Dir: "/run/edgelb/conntrackd", Interface: "eth2", Address: a4("10.0.0.1"), Peer: a4("10.0.0.2"), Port: 3780,
-		Ignore: []netip.Addr{a4("10.0.0.1"), a4("2001:db8::1")}})
+		Ignore: []netip.Addr{a4("10.0.0.1"), a4("2001:db8::1")}, CommitTimeout: DefaultCommitTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "testdata/unicast.conf", got)
+}
+
+// CommitTimeout: whole seconds rounded up; 0 writes none (conntrackd's own
+// estimate).
+func TestRenderCommitTimeout(t *testing.T) {
+	for d, want := range map[time.Duration]string{0: "", 1500 * time.Millisecond: "CommitTimeout 2", time.Hour: "CommitTimeout 3600"} {
+		got, err := Render(Options{Dir: "/d", Interface: "e", Address: a4("10.0.0.1"), Peer: a4("10.0.0.2"), Port: 1, CommitTimeout: d})
+		if err != nil {
+			t.Fatal(err)
+		}
+		line := ""
+		for _, l := range strings.Split(got, "\n") {
+			if f := strings.Fields(l); len(f) > 0 && f[0] == "CommitTimeout" {
+				line = strings.Join(f, " ")
+			}
+		}
+		if line != want {
+			t.Errorf("CommitTimeout %v: line %q, want %q", d, line, want)
+		}
+	}
 }
 
 func TestRenderIPv6Peer(t *testing.T) {
