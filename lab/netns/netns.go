@@ -36,10 +36,22 @@ func New(name string) (*NS, error) {
 	if len(name) > 64 {
 		return nil, fmt.Errorf("netns name %q too long", name)
 	}
+	sweepOnce.Do(func() { _, _ = Sweep() }) // a killed run's leftovers (owners.go)
 	if _, err := os.Stat(filepath.Join("/run/netns", name)); err == nil {
-		return nil, fmt.Errorf("create netns %q: %w", name, unix.EEXIST)
+		// A fixed name (the demo's) left by a creator that is gone is
+		// reclaimed; anyone else's stays theirs.
+		o, ok := readOwner(name)
+		if !ok || o.alive() {
+			return nil, fmt.Errorf("create netns %q: %w", name, unix.EEXIST)
+		}
+		if err := reclaim(name); err != nil {
+			return nil, err
+		}
 	}
 	if err := ensureNetnsMount(); err != nil {
+		return nil, err
+	}
+	if err := record(name); err != nil {
 		return nil, err
 	}
 	runtime.LockOSThread()
@@ -55,12 +67,14 @@ func New(name string) (*NS, error) {
 		panic(fmt.Sprintf("netns: cannot return to original namespace: %v", serr))
 	}
 	if err != nil {
+		forget(name)
 		return nil, fmt.Errorf("create netns %q: %w", name, err)
 	}
 	nl, err := netlink.NewHandleAt(h, unix.NETLINK_ROUTE)
 	if err != nil {
 		h.Close()
 		_ = netns.DeleteNamed(name)
+		forget(name)
 		return nil, fmt.Errorf("netlink handle in %q: %w", name, err)
 	}
 	n := &NS{Name: name, handle: h, nl: nl}
@@ -88,6 +102,7 @@ func (n *NS) Close() error {
 	if err := netns.DeleteNamed(n.Name); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("delete netns %q: %w", n.Name, err)
 	}
+	forget(n.Name)
 	return nil
 }
 
