@@ -75,9 +75,10 @@ const (
 	// (8 MiB: ~13,000 events/s at 500 ms).
 	MinConntrackdCoalesce = 10 * time.Millisecond
 	MaxConntrackdCoalesce = 500 * time.Millisecond
-	// DefaultConntrackdCommitTimeout: one hour (statesync.DefaultCommitTimeout
+	// DefaultConntrackdCommitTimeout: three hours (statesync.DefaultCommitTimeout
 	// says why: without it the connections a dead owner had just closed
-	// live on for 5 days on the new owner).
+	// live on for 5 days on the new owner; three hours outlast Linux's
+	// default TCP keepalive).
 	DefaultConntrackdCommitTimeout = statesync.DefaultCommitTimeout
 	// MinConntrackdCommitTimeout and MaxConntrackdCommitTimeout bound it:
 	// shorter, a connection quiet for a few seconds right after a takeover

@@ -24,7 +24,7 @@ stateSync:
 	ct := cfg.StateSync.Conntrackd
 	if ct == nil || ct.Interface != "eth2" || len(ct.Peers) != 1 || ct.Peers[0] != netip.MustParseAddr("10.0.0.2") || ct.Port != DefaultConntrackdPort ||
 		ct.Binary != DefaultConntrackdBinary || ct.Address.IsValid() || ct.Coalesce != DefaultConntrackdCoalesce ||
-		ct.CommitTimeout != time.Hour {
+		ct.CommitTimeout != 3*time.Hour {
 		t.Fatalf("conntrackd = %+v", ct)
 	}
 	l2 := cfg.Announce.L2

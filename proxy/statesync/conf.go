@@ -58,10 +58,13 @@ type Options struct {
 // nf_conntrack_max of 262,144. A connection that is alive refreshes its
 // entry with its next packet (back to the kernel's ESTABLISHED timeout), so
 // the bound costs only connections that send nothing for longer than it
-// right after a takeover: one hour keeps those of an hour's silence and
-// lets a failover's closed connections go within the hour (IPVS, for
-// comparison, drops an idle connection after 900 s, failover or not).
-const DefaultCommitTimeout = time.Hour
+// right after a takeover. Three hours is longer than Linux's default TCP
+// keepalive (tcp_keepalive_time, 7,200 s of silence before the first
+// probe): a connection with keepalive on at the defaults refreshes its
+// entry in time, and a failover's closed connections are gone within three
+// hours instead of five days. (IPVS, for comparison, drops a connection
+// idle for 900 s, failover or not.)
+const DefaultCommitTimeout = 3 * time.Hour
 
 // ErrOptions is wrapped by Render's refusals.
 var ErrOptions = errors.New("statesync: bad options")

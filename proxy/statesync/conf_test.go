@@ -28,7 +28,7 @@ func TestRenderUnicast(t *testing.T) {
 // CommitTimeout: whole seconds rounded up; 0 writes none (conntrackd's own
 // estimate).
 func TestRenderCommitTimeout(t *testing.T) {
-	for d, want := range map[time.Duration]string{0: "", 1500 * time.Millisecond: "CommitTimeout 2", time.Hour: "CommitTimeout 3600"} {
+	for d, want := range map[time.Duration]string{0: "", 1500 * time.Millisecond: "CommitTimeout 2", 3 * time.Hour: "CommitTimeout 10800"} {
 		got, err := Render(Options{Dir: "/d", Interface: "e", Address: a4("10.0.0.1"), Peer: a4("10.0.0.2"), Port: 1, CommitTimeout: d})
 		if err != nil {
 			t.Fatal(err)
