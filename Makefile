@@ -10,7 +10,7 @@ VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X github.com/edgelb/edgelb/cmd/edgelb/internal/version.Version=$(VERSION)
 
 .PHONY: all build test test-inventory test-unit test-netns test-ipvs test-k8s test-bgp test-failover test-ui test-fleet \
-        test-monitoring test-package deb image test-image reports-clean soak soak-clones bench demo lint fuzz deps install clean
+        test-monitoring test-package deb image test-image reports-clean soak soak-clones bench demo lint fuzz race deps install clean
 
 all: build
 
@@ -140,6 +140,13 @@ bench: build
 	lab/deps.sh all
 	lab/bench.sh
 	lab/readme-perf.sh
+
+# The unit tests again under the race detector (cgo: gcc). A re-run of
+# test-unit's tests, not a kind of proof of its own, so not in `make test`
+# (CONTRIBUTING.md says why and what it found).
+race:
+	lab/deps.sh race
+	CGO_ENABLED=1 $(GOTEST) -race $(PKGS)
 
 # Each parser's fuzz target for FUZZTIME (default 60s).
 FUZZTIME ?= 60s

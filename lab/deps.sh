@@ -1,6 +1,6 @@
 #!/bin/bash
 # Installs the Debian packages a make target needs, once, idempotently.
-# Usage: lab/deps.sh GROUP...   groups: netns ipvs k8s bgp ui demo monitoring package all
+# Usage: lab/deps.sh GROUP...   groups: netns ipvs k8s bgp ui demo monitoring package race all
 set -euo pipefail
 pkgs=()
 for g in "$@"; do
@@ -14,6 +14,7 @@ for g in "$@"; do
     systemd)    pkgs+=(systemd) ;;
     monitoring) pkgs+=(prometheus) ;;
     package)    pkgs+=(dpkg-dev fakeroot lintian debootstrap systemd) ;;
+    race)       pkgs+=(gcc libc6-dev) ;;
     all)        exec "$0" netns ipvs k8s bgp failover ui systemd monitoring package ;;
     *) echo "deps.sh: unknown group $g" >&2; exit 2 ;;
   esac

@@ -115,7 +115,20 @@ func TestControllerFake(t *testing.T) {
 // leads.
 func leadingFake(t *testing.T, reg prometheus.Registerer, pools ...runtime.Object) (*Controller, *fake.Clientset, *dynamicfake.FakeDynamicClient, context.Context) {
 	t.Helper()
+	return leadingFakeWith(t, reg, nil, pools...)
+}
+
+// leadingFakeWith is leadingFake with prep run on the clientset before the
+// controller starts: client-go's Fake adds reactors without its lock, so a
+// reactor added while the controller calls the fake is a data race (go test
+// -race); a test that changes the fake's behaviour later installs a reactor
+// here and switches it with an atomic.
+func leadingFakeWith(t *testing.T, reg prometheus.Registerer, prep func(*fake.Clientset), pools ...runtime.Object) (*Controller, *fake.Clientset, *dynamicfake.FakeDynamicClient, context.Context) {
+	t.Helper()
 	cs := fake.NewClientset()
+	if prep != nil {
+		prep(cs)
+	}
 	cs.Resources = []*metav1.APIResourceList{{GroupVersion: "edgelb.io/v1alpha1", APIResources: []metav1.APIResource{{Name: "ippools", Kind: "IPPool"}}}}
 	dyn := fakePoolAPI(pools...)
 	c, err := New(cs, dyn, Options{NodeName: "gw1", HandleClassless: true, LeaseDuration: time.Second, RetryPeriod: 100 * time.Millisecond, Registerer: reg})

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
 
@@ -23,7 +24,6 @@ import (
 // moves to a newer version, from which on it is served from its status as
 // on any follower (here: none yet, so the VIP goes).
 func TestStepDownKeepsDecisionsTheCacheHasNotSeen(t *testing.T) {
-	c, cs, _, ctx := leadingFake(t, prometheus.NewRegistry(), poolObj("p", 0, "192.0.2.0/28"))
 	// client-go's fake keeps no resourceVersions: give Services some, as
 	// an API server does on every write.
 	var version atomic.Int64
@@ -35,17 +35,27 @@ func TestStepDownKeepsDecisionsTheCacheHasNotSeen(t *testing.T) {
 		}
 		return false, nil, nil // and on to the store
 	}
-	cs.PrependReactor("create", "services", stamp)
-	cs.PrependReactor("update", "services", stamp)
 	// Status writes are acknowledged and dropped: the cache never gets them.
 	var statusWrites atomic.Int32
-	cs.PrependReactor("update", "services", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() != "status" {
-			return false, nil, nil
-		}
-		statusWrites.Add(1)
-		return true, a.(k8stesting.UpdateAction).GetObject(), nil
-	})
+	// apiGone: the API refuses Lease renewals (set later in the test).
+	var apiGone atomic.Bool
+	c, cs, _, ctx := leadingFakeWith(t, prometheus.NewRegistry(), func(cs *fake.Clientset) {
+		cs.PrependReactor("create", "services", stamp)
+		cs.PrependReactor("update", "services", stamp)
+		cs.PrependReactor("update", "services", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			if a.GetSubresource() != "status" {
+				return false, nil, nil
+			}
+			statusWrites.Add(1)
+			return true, a.(k8stesting.UpdateAction).GetObject(), nil
+		})
+		cs.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+			if !apiGone.Load() {
+				return false, nil, nil
+			}
+			return true, nil, errors.New("the API server is gone")
+		})
+	}, poolObj("p", 0, "192.0.2.0/28"))
 	if _, err := cs.CoreV1().Services("default").Create(ctx, lbService("a"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -54,9 +64,7 @@ func TestStepDownKeepsDecisionsTheCacheHasNotSeen(t *testing.T) {
 	vip := c.Desired().VIPs[0].Addr
 
 	// The API refuses Lease renewals from now on: the leader steps down.
-	cs.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
-		return true, nil, errors.New("the API server is gone")
-	})
+	apiGone.Store(true)
 	waitFor(t, 10*time.Second, "the leader steps down", func() bool { return !c.IsLeader() })
 	c.kickDesired()
 	time.Sleep(300 * time.Millisecond) // a rebuild after stepping down has run
