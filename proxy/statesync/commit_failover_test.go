@@ -32,13 +32,16 @@ import (
 // 5 days) and with the default commit timeout (they get at most it).
 func TestFailoverCommitTimeout(t *testing.T) {
 	t.Run("conntrackd-estimate", func(t *testing.T) {
-		worst := commitAfterClose(t, 0)
+		worst, established := commitAfterClose(t, 0)
+		if established != 50 {
+			t.Fatalf("b's table holds %d ESTABLISHED entries after the commit, want all 50: the 40 closed on a among them", established)
+		}
 		if worst < 24*60*60 {
 			t.Fatalf("with conntrackd's estimate a closed connection's entry lives %d s: the ghost this test guards against is gone, revisit DefaultCommitTimeout", worst)
 		}
 	})
 	t.Run("default", func(t *testing.T) {
-		if worst := commitAfterClose(t, DefaultCommitTimeout); worst > int(DefaultCommitTimeout.Seconds()) {
+		if worst, _ := commitAfterClose(t, DefaultCommitTimeout); worst > int(DefaultCommitTimeout.Seconds()) {
 			t.Fatalf("a committed entry lives %d s, longer than the commit timeout %v: connections closed on a live on for days on b",
 				worst, DefaultCommitTimeout)
 		}
@@ -46,25 +49,13 @@ func TestFailoverCommitTimeout(t *testing.T) {
 }
 
 // commitAfterClose runs the scenario with commitTimeout on b and returns
-// the longest timeout among b's committed entries, in seconds.
-func commitAfterClose(t *testing.T, commitTimeout time.Duration) int {
+// the longest timeout among b's committed entries, in seconds, and how
+// many of them are ESTABLISHED.
+func commitAfterClose(t *testing.T, commitTimeout time.Duration) (worst, established int) {
 	a, b, addrA, addrB := syncPair(t, "ct", netip.MustParseAddr("10.99.2.1"))
 	client := netns.NewT(t, "ctc")
-	if err := netns.Veth(a, "data0", client, "data0"); err != nil {
-		t.Fatal(err)
-	}
 	srv, cli := netip.MustParseAddr("10.97.0.1"), netip.MustParseAddr("10.97.0.2")
-	for _, x := range []struct {
-		ns   *netns.NS
-		addr netip.Addr
-	}{{a, srv}, {client, cli}} {
-		if err := x.ns.AddAddr("data0", netip.PrefixFrom(x.addr, 24)); err != nil {
-			t.Fatal(err)
-		}
-		if err := x.ns.LinkUp("data0"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	wire(t, a, client, "data0", srv, cli)
 	// The mask on the first packet, before conntrack confirms the entry, as
 	// the dataplane's nat chain sets it.
 	rules := fmt.Sprintf(`table inet committest {
@@ -137,13 +128,12 @@ func commitAfterClose(t *testing.T, commitTimeout time.Duration) int {
 		got = table(t, b, srv)
 		return len(got) >= closed+open
 	})
-	worst := 0
 	for _, e := range got {
 		worst = max(worst, e.timeout)
 	}
 	t.Logf("MEASURED statesync-commit commit_timeout_s=%d closed_on_owner=%d entries=%d established=%d timeout_max_s=%d",
 		int(commitTimeout.Seconds()), closed, len(got), count(got, "ESTABLISHED"), worst)
-	return worst
+	return worst, count(got, "ESTABLISHED")
 }
 
 // entry is one line of `conntrack -L`: its state and seconds left.

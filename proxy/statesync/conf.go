@@ -53,7 +53,8 @@ type Options struct {
 // already closed is its ASSURED one: ESTABLISHED, 5 days. Its DESTROY
 // never comes, so every connection closed in the owner's last 120 s
 // (TIME_WAIT) lived on as ESTABLISHED for 5 days on the new owner
-// (TestFailoverCommitTimeout: 40 of 40, timeout 431,979 s) — at 1,000 new
+// (TestFailoverCommitTimeout: all 40 committed ESTABLISHED, up to 431,999 s
+// left) — at 1,000 new
 // connections/s, 120,000 entries a failover against a default
 // nf_conntrack_max of 262,144. A connection that is alive refreshes its
 // entry with its next packet (back to the kernel's ESTABLISHED timeout), so

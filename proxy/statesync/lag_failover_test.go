@@ -98,22 +98,29 @@ func TestFailoverSyncLag(t *testing.T) {
 func syncPair(t *testing.T, prefix string, first netip.Addr) (a, b *netns.NS, addrA, addrB netip.Addr) {
 	t.Helper()
 	a, b = netns.NewT(t, prefix+"a"), netns.NewT(t, prefix+"b")
-	if err := netns.Veth(a, "sync0", b, "sync0"); err != nil {
+	addrA, addrB = first, first.Next()
+	wire(t, a, b, "sync0", addrA, addrB)
+	return a, b, addrA, addrB
+}
+
+// wire joins a and b with a veth named link at both ends, up and
+// addressed addrA and addrB in a /24.
+func wire(t *testing.T, a, b *netns.NS, link string, addrA, addrB netip.Addr) {
+	t.Helper()
+	if err := netns.Veth(a, link, b, link); err != nil {
 		t.Fatal(err)
 	}
-	addrA, addrB = first, first.Next()
 	for _, x := range []struct {
 		ns   *netns.NS
 		addr netip.Addr
 	}{{a, addrA}, {b, addrB}} {
-		if err := x.ns.AddAddr("sync0", netip.PrefixFrom(x.addr, 24)); err != nil {
+		if err := x.ns.AddAddr(link, netip.PrefixFrom(x.addr, 24)); err != nil {
 			t.Fatal(err)
 		}
-		if err := x.ns.LinkUp("sync0"); err != nil {
+		if err := x.ns.LinkUp(link); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return a, b, addrA, addrB
 }
 
 // startIn starts a real conntrackd with opts (Binary and Dir filled in)
