@@ -10,7 +10,7 @@ VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X github.com/edgelb/edgelb/cmd/edgelb/internal/version.Version=$(VERSION)
 
 .PHONY: all build test test-inventory test-unit test-netns test-ipvs test-k8s test-bgp test-failover test-ui test-fleet \
-        test-monitoring test-package deb image test-image reports-clean soak soak-clones bench demo lint fuzz race deps install clean
+        test-monitoring test-package deb image test-image reports-clean soak soak-clones soak-load bench demo lint fuzz race deps install clean
 
 all: build
 
@@ -134,6 +134,13 @@ soak: build $(TESTCHECK)
 # CI does), one line per run with its wall time, then the same per-test table.
 soak-clones: $(TESTCHECK)
 	lab/soak-clones.sh $(N) bin/soak-clones
+
+# soak-clones on a busy machine (issue 33): each fresh clone's .ci/run with a
+# CPU burner per core beside it at normal priority, N=3 by default; each run's
+# line gives its load average; any failed run fails the target.
+soak-load: N = 3
+soak-load: $(TESTCHECK)
+	EDGELB_SOAK_BURNERS=$$(nproc) lab/soak-clones.sh $(N) bin/soak-load
 
 # Every benchmark; writes docs/performance.md (the README's table).
 bench: build

@@ -19,9 +19,20 @@ import (
 // TestNetnsTamperRestored: edgelb's kernel objects are deleted or changed
 // by hand with nft (an element of each map, a stray element added, a
 // rule, a base chain, each whole table); the daemon's resync puts every
-// one back within one resync interval (2 s here): the first resync after
-// the tamper repairs it (the daemon's edgelb_dataplane_syncs_total counts
-// them), and traffic flows again.
+// one back: once the second resync counted after the tamper has finished
+// (edgelb_dataplane_syncs_total), the kernel reads back whole, and traffic
+// flows again.
+//
+// Why the second: resyncs run one after another in the effects loop and
+// are counted when they return. The first one counted after the tamper
+// may have read the kernel before it (it was running when nft ran); the
+// second started after the first returned, so after the tamper, and must
+// have repaired it. The assertion reads the counter first and the kernel
+// after it, so it holds under any interleaving of the daemon, nft and this
+// test — a loaded machine only makes it wait longer. (Reading the kernel
+// whole and then the counter, as this test once did, races the counter's
+// increment: under load the kernel was whole with the counter not yet
+// moved, "repaired by resync 0".)
 func TestNetnsTamperRestored(t *testing.T) {
 	const resync = 2 * time.Second
 	e := newEnv(t, "flt", 3)
@@ -52,16 +63,16 @@ func TestNetnsTamperRestored(t *testing.T) {
 	}
 	const resyncs = `edgelb_dataplane_syncs_total{kind="resync",result="ok"}`
 	var worst time.Duration
-	maxNth := 0
 	for _, c := range cases {
-		r0 := e.metric(resyncs)
 		cmd := e.lab.Gateway.Command(context.Background(), "nft", "-f", "-")
 		cmd.Stdin = strings.NewReader(c.nft + "\n")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("tamper (%s): nft %q: %v: %s", c.what, c.nft, err, out)
 		}
+		// Counted after nft returned: resync r1+2 started after the tamper.
+		r1 := e.metric(resyncs)
 		var probs []string
-		took, ok := waitFor(resync+10*time.Second, 20*time.Millisecond, func() bool {
+		whole := func() bool {
 			k, err := readKernel(e.lab.Gateway, "ip")
 			if err != nil {
 				probs = []string{err.Error()}
@@ -75,27 +86,26 @@ func TestNetnsTamperRestored(t *testing.T) {
 				probs = append(probs, "ip6 table: "+err.Error())
 			}
 			return len(probs) == 0
-		})
-		nth := int(e.metric(resyncs) - r0)
+		}
+		// How long the repair took, as this test sees it (a figure, not an
+		// assertion: a busy machine stretches it).
+		took, ok := waitFor(2*resync+30*time.Second, 20*time.Millisecond, whole)
 		if !ok {
 			t.Fatalf("%s deleted by hand: not repaired after %s: %s", c.what, took.Round(time.Millisecond), summary(probs))
 		}
 		worst = max(worst, took)
-		e.trafficOK("after repairing "+c.what, svcs[0], svcs[1])
-		t.Logf("MEASURED tamper — %s (`%s`): repaired by resync %d after it, read back whole %s after the tamper (resync interval %s)", c.what, strings.ReplaceAll(c.nft, "\n", "; "), nth, took.Round(time.Millisecond), resync)
-		// The first resync repairs; the second only if the tamper landed
-		// while one was running (after its read).
-		if nth < 1 || nth > 2 {
-			t.Errorf("%s: repaired by resync %d after the tamper, want the first (or the second, if one was running)", c.what, nth)
+		// The assertion: after two counted resyncs the kernel is whole.
+		if _, ok := waitFor(2*resync+30*time.Second, 100*time.Millisecond, func() bool { return e.metric(resyncs) >= r1+2 }); !ok {
+			t.Fatalf("%s: the resync counter did not move by 2 from %v within %s", c.what, r1, 2*resync+30*time.Second)
 		}
-		maxNth = max(maxNth, nth)
+		if !whole() {
+			t.Errorf("%s: not whole after two resyncs that began after the tamper: %s", c.what, summary(probs))
+		}
+		e.trafficOK("after repairing "+c.what, svcs[0], svcs[1])
+		t.Logf("MEASURED tamper — %s (`%s`): read back whole %s after the tamper (resync interval %s)", c.what, strings.ReplaceAll(c.nft, "\n", "; "), took.Round(time.Millisecond), resync)
 	}
 	e.alive()
-	which := "1"
-	if maxNth > 1 {
-		which = "1–2"
-	}
 	rs := e.metric(`edgelb_dataplane_sync_duration_seconds_sum{kind="resync"}`) / e.metric(`edgelb_dataplane_sync_duration_seconds_count{kind="resync"}`)
-	t.Logf("MEASURED tamper repair: %d kinds, each repaired by resync %s after it; worst %s from the tamper to the kernel read back whole, with resyncInterval %s (a resync's own read-and-repair: mean %.1f ms; this test polls every 20 ms); load %s",
-		len(cases), which, worst.Round(time.Millisecond), resync, rs*1000, netns.Loadavg())
+	t.Logf("MEASURED tamper repair: %d kinds, each whole after the second resync that followed it at the latest; worst %s from the tamper to the kernel read back whole, with resyncInterval %s (a resync's own read-and-repair: mean %.1f ms; this test polls every 20 ms); load %s",
+		len(cases), worst.Round(time.Millisecond), resync, rs*1000, netns.Loadavg())
 }
