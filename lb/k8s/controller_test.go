@@ -161,7 +161,7 @@ func TestControllerNoCRD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a hang guard
 	defer cancel()
 	if err := c.Run(ctx); !errors.Is(err, ErrNoCRD) {
 		t.Fatalf("Run without the CRD: %v, want ErrNoCRD", err)
