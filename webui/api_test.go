@@ -338,7 +338,10 @@ func TestAPIOpsEndpoints(t *testing.T) {
 // TestAPIRateLimitUsesPeerAddress: the limit follows the TCP peer; a
 // client cannot escape it (or frame someone else) with X-Forwarded-For.
 func TestAPIRateLimitUsesPeerAddress(t *testing.T) {
-	s, _ := New(Options{Manager: newFakeManager(), RateLimit: 1, RateBurst: 3})
+	// One token per 1,000 s: none comes back while the test runs, however
+	// slowly (at 1/s a second's stall between the requests refilled one and
+	// let the fourth through).
+	s, _ := New(Options{Manager: newFakeManager(), RateLimit: 0.001, RateBurst: 3})
 	h := s.Handler()
 	get := func(peer, xff string) int {
 		req := httptest.NewRequest("GET", "/api/v1/pools", nil)

@@ -81,7 +81,7 @@ func TestStartMTLS(t *testing.T) {
 	}()
 	url := "https://" + s.Addr().String() + "/api/v1/pools"
 	client := func(certs ...tls.Certificate) *http.Client {
-		return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
 			RootCAs: pool, Certificates: certs, MinVersion: tls.VersionTLS12}}}
 	}
 	resp, err := client(cliCert.tls).Get(url)

@@ -20,7 +20,7 @@ func (f *fakeFlows) watcherCount() int {
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); {
+	for deadline := time.Now().Add(30 * time.Second); !cond(); { // a hang guard, not a goal
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}

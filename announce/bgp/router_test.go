@@ -137,7 +137,7 @@ func decodePath(t testing.TB, p *api.Path) ribPath {
 // waitRIB polls the router until cond holds (10 s at most).
 func (r *testRouter) waitRIB(t testing.TB, what string, cond func(map[string][]ribPath) bool) map[string][]ribPath {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second) // a hang guard
 	for {
 		rib := r.rib(t)
 		if cond(rib) {
@@ -194,7 +194,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 
 func waitEstablished(t testing.TB, s *Speaker) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(30 * time.Second) // a hang guard
 	for {
 		ok := true
 		for _, p := range s.Peers() {

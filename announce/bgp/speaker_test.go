@@ -196,6 +196,9 @@ func TestSpeakerCloseKeepLeavesRoutes(t *testing.T) {
 	if err := s.Close(false); err != nil {
 		t.Fatal(err)
 	}
+	// Close(false) changes nothing, at once or later: a window for a wrong
+	// withdrawal to show, which a slow machine can only shorten (no false
+	// failure; the session's hold time is 9 s).
 	time.Sleep(300 * time.Millisecond)
 	if rib := r.rib(t); len(rib) != 1 {
 		t.Fatalf("Close(false) withdrew: %v", rib)
@@ -217,7 +220,23 @@ func TestSpeakerRefusesImportedRoutes(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitEstablished(t, s)
-	time.Sleep(500 * time.Millisecond)
+	// Wait until the speaker has received the router's route (its Adj-RIB-In
+	// holds what arrived, before the import policy): GoBGP files it there
+	// and decides on the global RIB in the same step, so the global RIB read
+	// below comes after that decision — not after a guessed 500 ms.
+	received := func() bool {
+		got := false
+		err := s.srv.ListPath(context.Background(), &api.ListPathRequest{TableType: api.TableType_ADJ_IN, Name: "127.0.0.1",
+			Family: &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}}, func(d *api.Destination) {
+			got = got || d.Prefix == "192.0.2.128/25"
+		})
+		return err == nil && got
+	}
+	for deadline := time.Now().Add(30 * time.Second); !received(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the router's route never reached the speaker's Adj-RIB-In")
+		}
+	}
 	n := 0
 	_ = s.srv.ListPath(context.Background(), &api.ListPathRequest{TableType: api.TableType_GLOBAL,
 		Family: &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}}, func(d *api.Destination) {
@@ -260,7 +279,7 @@ func TestSpeakerConnectErrorInStatus(t *testing.T) {
 	if err := s.SetVIPs(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		st := s.Status().Peers[0]
 		if strings.Contains(st.Detail, "connection refused") && strings.Contains(st.Detail, "nothing listens") {
@@ -280,7 +299,7 @@ func TestSpeakerMD5MismatchKeepsSessionDown(t *testing.T) {
 	if err := s.SetVIPs(context.Background(), []announce.VIP{vip("203.0.113.1")}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		st := s.Status().Peers[0]
 		if st.State == StateEstablished {

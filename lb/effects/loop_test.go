@@ -37,7 +37,7 @@ func (f *flakyDP) Resync(context.Context) error { f.mu.Lock(); f.resyncs++; f.mu
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) { // a hang guard
 		if cond() {
 			return
 		}

@@ -48,7 +48,7 @@ func TestEffectsRefusalIsPerService(t *testing.T) {
 	in <- d
 	select {
 	case <-ready:
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second): // a hang guard
 		t.Fatal("not ready: a per-service refusal kept the gateway from converging")
 	}
 	got := <-reported

@@ -39,7 +39,7 @@ func converge(t *testing.T, es []*Engine) map[string][]netip.Addr {
 		}
 		return out
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		first := view(es[0])
 		same := true
 		for _, e := range es[1:] {
@@ -110,7 +110,7 @@ func TestSharedStoreDown(t *testing.T) {
 	if _, err := es[0].CreatePool(ctx, mustPool(t, "p", true, "192.0.2.0/28")); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
 		if ps, _ := es[1].Pools(ctx); len(ps) == 1 {
 			break
 		}

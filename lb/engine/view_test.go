@@ -48,7 +48,7 @@ func TestReadsDoNotWaitForWrites(t *testing.T) {
 	}()
 	<-g.entered // the write holds the engine goroutine now
 
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second) // a blocked read would wait for ever
 	defer cancel()
 	svcs, err := e.Services(rctx)
 	if err != nil || len(svcs) != 1 || svcs[0].Spec.Name != "old" {

@@ -37,7 +37,7 @@ func TestControllerFake(t *testing.T) {
 		}
 		return s.Status.LoadBalancer.Ingress[0].IP
 	}
-	waitFor(t, 10*time.Second, "4 services assigned", func() bool {
+	waitFor(t, 30*time.Second, "4 services assigned", func() bool {
 		n := 0
 		for i := 0; i < 5; i++ {
 			if ingress(fmt.Sprintf("s%d", i)) != "" {
@@ -52,7 +52,7 @@ func TestControllerFake(t *testing.T) {
 			pendingName = fmt.Sprintf("s%d", i)
 		}
 	}
-	waitFor(t, 10*time.Second, "Warning event", func() bool {
+	waitFor(t, 30*time.Second, "Warning event", func() bool {
 		evs, _ := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{})
 		for _, e := range evs.Items {
 			if e.InvolvedObject.Name == pendingName && e.Type == corev1.EventTypeWarning && e.Reason == ReasonFailed &&
@@ -70,22 +70,22 @@ func TestControllerFake(t *testing.T) {
 	if err := cs.CoreV1().Services("default").Delete(ctx, victim, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "pending service assigned", func() bool { return ingress(pendingName) == freed })
+	waitFor(t, 30*time.Second, "pending service assigned", func() bool { return ingress(pendingName) == freed })
 
 	ps, err := c.Manager().Pools(ctx)
 	if err != nil || len(ps) != 1 || ps[0].Size != 4 {
 		t.Fatalf("pools %+v %v", ps, err)
 	}
-	waitFor(t, 5*time.Second, "pool used 4", func() bool {
+	waitFor(t, 30*time.Second, "pool used 4", func() bool {
 		ps, _ := c.Manager().Pools(ctx)
 		return ps[0].Used == 4
 	})
 	if _, _, err := c.Manager().PutService(ctx, c.Manager().(manager).serviceStatus(lbService("x")).Spec); err == nil {
 		t.Fatal("PutService accepted in Kubernetes mode")
 	}
-	waitFor(t, 5*time.Second, "4 VIPs in the desired state", func() bool { return len(c.Desired().VIPs) == 4 })
+	waitFor(t, 30*time.Second, "4 VIPs in the desired state", func() bool { return len(c.Desired().VIPs) == 4 })
 
-	waitFor(t, 5*time.Second, "pool metrics", func() bool {
+	waitFor(t, 30*time.Second, "pool metrics", func() bool {
 		return testutil.ToFloat64(c.m.poolUsed.WithLabelValues("small")) == 4 && testutil.ToFloat64(c.m.poolSize.WithLabelValues("small")) == 4
 	})
 	if got := testutil.ToFloat64(c.m.allocations.WithLabelValues("assigned")); got != 5 {
@@ -139,7 +139,7 @@ func leadingFakeWith(t *testing.T, reg prometheus.Registerer, prep func(*fake.Cl
 	done := make(chan struct{})
 	go func() { _ = c.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	waitFor(t, 10*time.Second, "leader", c.IsLeader)
+	waitFor(t, 30*time.Second, "leader", c.IsLeader)
 	return c, cs, dyn, ctx
 }
 
@@ -161,7 +161,7 @@ func TestControllerNoCRD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a hang guard
 	defer cancel()
 	if err := c.Run(ctx); !errors.Is(err, ErrNoCRD) {
 		t.Fatalf("Run without the CRD: %v, want ErrNoCRD", err)

@@ -22,7 +22,7 @@ func TestKeeperBusyNeverBlocksReaders(t *testing.T) {
 	if _, err := cs.CoreV1().Services("default").Create(ctx, lbService("a"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "a VIP in the Desired", func() bool { return len(c.Desired().VIPs) > 0 })
+	waitFor(t, 30*time.Second, "a VIP in the Desired", func() bool { return len(c.Desired().VIPs) > 0 })
 
 	hold, held := make(chan struct{}), make(chan struct{})
 	go c.do(func(*keeper) { close(held); <-hold })
@@ -45,18 +45,18 @@ func TestKeeperBusyNeverBlocksReaders(t *testing.T) {
 	}()
 	select {
 	case <-readers:
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second): // a blocked reader waits as long as the keeper is held: for ever
 		t.Fatal("a reader or an informer handler waited for the busy keeper")
 	}
 	select {
 	case <-sub:
 		t.Fatal("Subscribe delivered before the keeper applied it")
-	case <-time.After(50 * time.Millisecond):
+	case <-time.After(50 * time.Millisecond): // cannot fail by chance: the keeper is held
 	}
 	close(hold)
 	select {
 	case <-sub:
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("Subscribe was not applied once the keeper was free")
 	}
 }

@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -65,7 +66,7 @@ func TestManagerVersionFollowsLists(t *testing.T) {
 	t.Cleanup(func() { close(stopCh); wg.Wait() })
 	shows := func(what string, all ...string) {
 		t.Helper()
-		waitFor(t, 10*time.Second, what, func() bool {
+		waitFor(t, 30*time.Second, what, func() bool {
 			mu.Lock()
 			defer mu.Unlock()
 			for _, s := range all {
@@ -78,7 +79,7 @@ func TestManagerVersionFollowsLists(t *testing.T) {
 	}
 	lacks := func(what, s string) {
 		t.Helper()
-		waitFor(t, 10*time.Second, what, func() bool {
+		waitFor(t, 30*time.Second, what, func() bool {
 			mu.Lock()
 			defer mu.Unlock()
 			return !strings.Contains(seen, s)
@@ -107,17 +108,23 @@ func TestManagerVersionFollowsLists(t *testing.T) {
 	}
 	lacks("the removed IPPool", `"more"`)
 
-	// Quiet: the reader stops listing while nothing changes.
-	time.Sleep(300 * time.Millisecond)
-	mu.Lock()
-	l0, p0 := lists, polls
-	mu.Unlock()
-	time.Sleep(300 * time.Millisecond)
-	mu.Lock()
-	l1, p1 := lists, polls
-	mu.Unlock()
-	if p1-p0 < 10 || l1 != l0 {
-		t.Fatalf("while nothing changed: %d polls listed %d times, want many polls and no list", p1-p0, l1-l0)
-	}
-	t.Logf("%d lists for %d polls", l1, p1)
+	// Quiet: the reader stops listing while nothing changes. Counted in
+	// polls, not in wall time (a busy machine runs few polls in 300 ms),
+	// and once the controller has settled after the last change: a window
+	// of 50 polls in a row without a list must come within 30 s (with a
+	// version bump on every poll or every few, it never would).
+	const quiet = 50
+	var l0, p0 int
+	read := func() (int, int) { mu.Lock(); defer mu.Unlock(); return lists, polls }
+	l0, p0 = read()
+	waitFor(t, 30*time.Second, fmt.Sprintf("%d polls in a row without a list", quiet), func() bool {
+		l, p := read()
+		if l != l0 { // still settling: start the window again
+			l0, p0 = l, p
+			return false
+		}
+		return p-p0 >= quiet
+	})
+	l1, p1 := read()
+	t.Logf("%d lists for %d polls; the last %d polls listed nothing", l1, p1, p1-p0)
 }

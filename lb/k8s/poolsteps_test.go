@@ -256,7 +256,7 @@ func TestPoolChangeSteps(t *testing.T) {
 			if used != int64(total) {
 				t.Errorf("deleting repl reports used %d, want %d", used, total)
 			}
-			waitFor(t, 10*time.Second, "a DeletingInUse Warning", func() bool { return warnings(ReasonDeleting) > 0 })
+			waitFor(t, 30*time.Second, "a DeletingInUse Warning", func() bool { return warnings(ReasonDeleting) > 0 })
 			// Reserved is still served: the pool object exists until they move.
 			if n := len(c.Desired().VIPs); n != total {
 				t.Errorf("while repl is deleting the desired state has %d VIPs, want %d", n, total)

@@ -18,7 +18,7 @@ func TestRefusedRaisesWarning(t *testing.T) {
 	if _, err := cs.CoreV1().Services("default").Create(ctx, lbService("dual"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the Service in the cache", func() bool {
+	waitFor(t, 30*time.Second, "the Service in the cache", func() bool {
 		_, err := c.services.Services("default").Get("dual")
 		return err == nil
 	})
@@ -37,7 +37,7 @@ func TestRefusedRaisesWarning(t *testing.T) {
 	if err := c.SetRefused(ctx, refused); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "a DataplaneRefused Warning", func() bool { return count() >= 1 })
+	waitFor(t, 30*time.Second, "a DataplaneRefused Warning", func() bool { return count() >= 1 })
 	if err := c.SetRefused(ctx, refused); err != nil {
 		t.Fatal(err)
 	}

@@ -38,21 +38,21 @@ func TestPoolSelectorsFake(t *testing.T) {
 		return s.Status.LoadBalancer.Ingress[0].IP
 	}
 	// The namespace is in the informer before the Service asks.
-	waitFor(t, 10*time.Second, "namespace blue cached", func() bool { return c.namespaceLabels("blue")["team"] == "blue" })
+	waitFor(t, 30*time.Second, "namespace blue cached", func() bool { return c.namespaceLabels("blue")["team"] == "blue" })
 	for _, s := range []*corev1.Service{lbService("b", func(s *corev1.Service) { s.Namespace = "blue" }), lbService("d")} {
 		if _, err := cs.CoreV1().Services(s.Namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 10*time.Second, "blue/b from team", func() bool { return ingress("blue", "b") == "198.51.100.0" })
-	waitFor(t, 10*time.Second, "default/d from shared", func() bool { return ingress("default", "d") == "192.0.2.0" })
+	waitFor(t, 30*time.Second, "blue/b from team", func() bool { return ingress("blue", "b") == "198.51.100.0" })
+	waitFor(t, 30*time.Second, "default/d from shared", func() bool { return ingress("default", "d") == "192.0.2.0" })
 
 	ns.Labels = map[string]string{"team": "red"}
 	if _, err := cs.CoreV1().Namespaces().Update(ctx, ns, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "blue/b moved to shared", func() bool { return ingress("blue", "b") == "192.0.2.1" })
-	waitFor(t, 5*time.Second, "Warning naming the move", func() bool {
+	waitFor(t, 30*time.Second, "blue/b moved to shared", func() bool { return ingress("blue", "b") == "192.0.2.1" })
+	waitFor(t, 30*time.Second, "Warning naming the move", func() bool {
 		evs, _ := cs.CoreV1().Events("blue").List(ctx, metav1.ListOptions{})
 		for _, e := range evs.Items {
 			if e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, `moved from 198.51.100.0 to 192.0.2.1: pool "team" does not admit service "blue/b"`) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -59,15 +60,31 @@ func TestStepDownKeepsDecisionsTheCacheHasNotSeen(t *testing.T) {
 	if _, err := cs.CoreV1().Services("default").Create(ctx, lbService("a"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "a's VIP in the leader's Desired and its status written",
+	waitFor(t, 30*time.Second, "a's VIP in the leader's Desired and its status written",
 		func() bool { return len(c.Desired().VIPs) == 1 && statusWrites.Load() > 0 })
 	vip := c.Desired().VIPs[0].Addr
 
 	// The API refuses Lease renewals from now on: the leader steps down.
 	apiGone.Store(true)
-	waitFor(t, 10*time.Second, "the leader steps down", func() bool { return !c.IsLeader() })
-	c.kickDesired()
-	time.Sleep(300 * time.Millisecond) // a rebuild after stepping down has run
+	waitFor(t, 30*time.Second, "the leader steps down", func() bool { return !c.IsLeader() })
+	// A rebuild that started after the step-down must have run, counted in
+	// rebuilds, not guessed from a sleep (300 ms was not always enough on a
+	// busy machine, and then the check below saw the leader's old state).
+	// One worker rebuilds, one at a time: of the rebuilds finishing after
+	// this read, only the first can have started before it. Two kicks, each
+	// awaited, so two finish after it.
+	rebuilds := func() uint64 {
+		var m dto.Metric
+		if err := c.m.syncSeconds.WithLabelValues("desired").(prometheus.Histogram).Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetHistogram().GetSampleCount()
+	}
+	n0 := rebuilds()
+	for i := uint64(1); i <= 2; i++ {
+		c.kickDesired()
+		waitFor(t, 30*time.Second, "a rebuild after the kick", func() bool { return rebuilds() >= n0+i })
+	}
 	if d := c.Desired(); len(d.VIPs) != 1 || d.VIPs[0].Addr != vip {
 		t.Fatalf("after stepping down the Desired has VIPs %v, want the decided %s kept", d.VIPs, vip)
 	}
@@ -82,6 +99,6 @@ func TestStepDownKeepsDecisionsTheCacheHasNotSeen(t *testing.T) {
 	if _, err := cs.CoreV1().Services("default").Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the VIP served from the (empty) status once the cache moved on",
+	waitFor(t, 30*time.Second, "the VIP served from the (empty) status once the cache moved on",
 		func() bool { return len(c.Desired().VIPs) == 0 })
 }

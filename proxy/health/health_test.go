@@ -34,7 +34,7 @@ func waitEvent(t *testing.T, r *recorder, healthy bool) Event {
 			t.Fatalf("got transition healthy=%v, want %v (err %v)", e.Healthy, healthy, e.Err)
 		}
 		return e
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second): // a hang guard; probes run 10 ms apart
 		t.Fatalf("no transition to healthy=%v", healthy)
 	}
 	return Event{}
@@ -57,7 +57,7 @@ func TestHTTPRiseFall(t *testing.T) {
 	r := &recorder{ch: make(chan Event, 10)}
 	c := New(Options{OnChange: r.on})
 	defer c.Close()
-	hc := lb.HealthCheck{Type: "http", Path: "/healthz", Host: "svc.example", Interval: 10 * time.Millisecond, Timeout: time.Second, Rise: 2, Fall: 3}
+	hc := lb.HealthCheck{Type: "http", Path: "/healthz", Host: "svc.example", Interval: 10 * time.Millisecond, Timeout: 10 * time.Second, Rise: 2, Fall: 3}
 	c.Set([]Target{{Service: "web", Backend: ap, Check: hc}})
 	status.Store(503)
 	e := waitEvent(t, r, false)

@@ -25,8 +25,11 @@ func TestMetricsAndStatus(t *testing.T) {
 	r := &recorder{ch: make(chan Event, 10)}
 	c := New(Options{OnChange: r.on, Registerer: reg})
 	defer c.Close()
+	// The down path is a refused connect (at once), never a timeout: a
+	// generous Timeout keeps a starved prober from failing three checks on a
+	// live listener, which would add a down/up pair to the counters below.
 	tg := Target{Service: "web", Backend: addr,
-		Check: lb.HealthCheck{Type: "tcp", Interval: 10 * time.Millisecond, Timeout: 200 * time.Millisecond, Rise: 2, Fall: 3}}
+		Check: lb.HealthCheck{Type: "tcp", Interval: 10 * time.Millisecond, Timeout: 10 * time.Second, Rise: 2, Fall: 3}}
 	c.Set([]Target{tg})
 	gauge := func() float64 { return testutil.ToFloat64(c.met.healthy.WithLabelValues("web", addr.String())) }
 	trans := func(to string) float64 {

@@ -333,11 +333,13 @@ func TestGuardedTimeoutAndPanic(t *testing.T) {
 	if !errors.Is(err, ErrTimeout) {
 		t.Fatalf("hang: %v", err)
 	}
-	err = guarded("get config", time.Second, func() error { var a []int; _ = a[len(a)+3]; return nil }, func() {})
+	// The calls that must not time out get 30 s: 1 s was short enough for a
+	// starved goroutine to miss it.
+	err = guarded("get config", 30*time.Second, func() error { var a []int; _ = a[len(a)+3]; return nil }, func() {})
 	if err == nil || !strings.Contains(err.Error(), "panicked") {
 		t.Fatalf("panic: %v", err)
 	}
-	if err := guarded("ok", time.Second, func() error { return nil }, func() { t.Error("aborted") }); err != nil {
+	if err := guarded("ok", 30*time.Second, func() error { return nil }, func() { t.Error("aborted") }); err != nil {
 		t.Fatal(err)
 	}
 }

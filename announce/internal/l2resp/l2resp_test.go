@@ -180,9 +180,14 @@ func TestReclaimCancelsOldBurst(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(100 * time.Millisecond) // long past both bursts
-	// Two first rounds and the second round of the new burst; the old
-	// burst's second round would make 4.
+	// Two first rounds and the second round of the new burst: wait for
+	// that round (on a busy machine its tick can come long after 20 ms).
+	l2test.WaitFor(t, c.Counters, func(n Counters) bool { return n.Announced >= 3 })
+	// The old burst's second round would make 4. Its ticker started before
+	// the new one's, so it has normally fired by now; a few intervals more
+	// give it room. A correct core never exceeds 3, so this cannot fail by
+	// chance (a slow machine can only hide the bug, never invent it).
+	time.Sleep(100 * time.Millisecond)
 	if n := c.Counters().Announced; n != 3 {
 		t.Fatalf("announced %d, want 3", n)
 	}

@@ -60,10 +60,12 @@ func (c *Conn) Written() [][]byte {
 }
 
 // WaitFor polls get until cond holds: the responder's read loop runs on its
-// own goroutine, so what a test sent is counted a little later.
+// own goroutine, so what a test sent is counted a little later. The deadline
+// only catches a hang: on a machine with every core busy "a little later"
+// has been seconds.
 func WaitFor[S any](t testing.TB, get func() S, cond func(S) bool) S {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		s := get()
 		if cond(s) {

@@ -243,7 +243,18 @@ func TestNodeHealthWithChecker(t *testing.T) {
 	d := nodeDesired(node1, node2, node3)
 	d.Dataplane.Services[0].Scheduler = proxy.RoundRobin
 	in <- d
-	waitFor("dead node still out after a new state", map[netip.AddrPort]uint32{node1: 1, node2: 0, node3: 1}, 1)
+	// Wait for that state itself (its scheduler tells it from the last one,
+	// which already had node2 out), then read its weights: no health event
+	// follows that could correct a wrong output later.
+	eventually(t, "the new state through the filter", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(last.Dataplane.Services) > 0 && last.Dataplane.Services[0].Scheduler == proxy.RoundRobin
+	})
+	if v, np, n := state(); !reflect.DeepEqual(v, map[netip.AddrPort]uint32{node1: 1, node2: 0, node3: 1}) ||
+		!reflect.DeepEqual(np, v) || n != 1 {
+		t.Fatalf("dead node after a new state: weights %v (node port %v), %d VIPs; want node2 still at 0", v, np, n)
+	}
 
 	nodes.set(node1, true)
 	nodes.set(node3, true)
@@ -258,7 +269,7 @@ func TestNodeHealthWithChecker(t *testing.T) {
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) { // a hang guard
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}

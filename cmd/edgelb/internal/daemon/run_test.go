@@ -65,7 +65,7 @@ func TestRunOnFakes(t *testing.T) {
 		return true
 	}
 	// Polls the fake, not the REST API: no rate limit involved.
-	for deadline := time.Now().Add(10 * time.Second); !programmed(); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); !programmed(); time.Sleep(20 * time.Millisecond) { // a hang guard
 		if time.Now().After(deadline) {
 			t.Fatalf("the fake dataplane never held the service; transcript:\n%s", tr)
 		}
@@ -81,7 +81,7 @@ func TestRunOnFakes(t *testing.T) {
 		}
 		return slices.Equal(got, []string{"192.0.2.0", "2001:db8::"})
 	}
-	for deadline := time.Now().Add(5 * time.Second); !announced(); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); !announced(); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("timed out waiting for both VIPs announced")
 		}
@@ -129,8 +129,8 @@ state:
 		select {
 		case <-done:
 			return runErr
-		case <-time.After(15 * time.Second):
-			return errors.New("Run did not return within 15 s of its context ending")
+		case <-time.After(30 * time.Second):
+			return errors.New("Run did not return within 30 s of its context ending")
 		}
 	}
 	t.Cleanup(func() { _ = stop() })
@@ -188,7 +188,7 @@ func TestRunRefusedServiceShowsFailed(t *testing.T) {
 	// At most 10 requests a second (the API answers 429 above 20).
 	var why string
 	var badVIPs []string
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		if why, badVIPs = status("bad"); why != "" {
 			break
 		}
@@ -242,12 +242,12 @@ func TestRunReadyAfterStartupMetrics(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 	// 60 ms between polls: under the API's 20 requests a second.
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(60 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(60 * time.Millisecond) {
 		if code, _ := get("/readyz"); code == http.StatusOK {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("not ready within 15 s")
+			t.Fatal("not ready within 30 s")
 		}
 	}
 	code, body := get("/metrics")
