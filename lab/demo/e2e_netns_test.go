@@ -255,7 +255,7 @@ func TestNetnsDaemonARP(t *testing.T) {
 	// wait for the silence itself, then three more probes must get none.
 	gone := arpingSettles(t, lab, vip2, false, time.Minute)
 	macs = arping(t, lab, vip2, 3)
-	t.Logf("after the service is removed: arping %s silent %s after the DELETE answered; then → %d replies of 3", vip2, ms(gone), len(macs))
+	t.Logf("after the service is removed: arping %s silent %v after the DELETE answered; then → %d replies of 3", vip2, gone.Round(time.Millisecond), len(macs))
 	if len(macs) != 0 {
 		t.Fatalf("something still answers for the removed VIP: %v", macs)
 	}
