@@ -180,7 +180,7 @@ wait:
 	t.Logf("MEASURED pending→assigned after another Service freed an IP: %s (goal ≤ 1 s)", took.Round(time.Microsecond))
 
 	// Pool status and metrics-backed Manager view.
-	waitUntil(t, 5*time.Second, "pool status", func() bool {
+	waitUntil(t, 30*time.Second, "pool status", func() bool {
 		size, used, valid, _ := e.poolStatus(t, "tiny")
 		return size == 2 && used == 2 && valid == "True"
 	})
