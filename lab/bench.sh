@@ -231,7 +231,7 @@ for n in 10k 50k; do
   fi
   row idle$n "… start to ready, $N services from a config file (from the spawn to the first ready /readyz, polled every 10 ms; the file written before; each start from a stopped daemon, an empty table and an empty state directory)" "${st:+**$st s** ($ph)}" "$(goal "< 1 s")" "—" TestNetnsIdleCost "$([ $n = 10k ] && echo "$st < 1")"
   rp=$(idle $n repair_s)
-  row idle$n "… a frontend deleted by hand, $N services: repaired by the next resync" "${rp:+**resync $(idle $n repaired_by_resync) after it**, $rp s after the edit (interval 5 s)}" "the first resync after it" "—" TestNetnsIdleCost
+  row idle$n "… a frontend deleted by hand, $N services: repaired by the next resync" "${rp:+**by resync $(idle $n repaired_by_resync) after it at the latest**, $rp s after the edit (interval 5 s)}" "the first resync after it" "—" TestNetnsIdleCost
 done
 v=$(sedp faults 's/.*MEASURED store damage — \([^:]*\): exit \([0-9]*\):.*/\1 → exit \2/p' | head -1)
 v=$(grep -o 'MEASURED store damage — [^:]*: exit [0-9]*' "$LOGS/faults.log" 2>/dev/null | sed 's/MEASURED store damage — //' | paste -sd ';' -)

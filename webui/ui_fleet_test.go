@@ -44,7 +44,7 @@ func TestUIFleet(t *testing.T) {
 	if err := b.Open(fleet.URL + "/"); err != nil {
 		t.Fatal(err)
 	}
-	v, err := b.WaitFleet(`!f.hidden && f.rows.length === 3`, 5*time.Second)
+	v, err := b.WaitFleet(`!f.hidden && f.rows.length === 3`, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestUIFleet(t *testing.T) {
 	gws[2].Revision = 42
 	mu.Unlock()
 	caught := time.Now()
-	if _, err := b.WaitFleet(`f.rows.length === 3 && f.rows[2].state === 'current'`, 15*time.Second); err != nil {
+	if _, err := b.WaitFleet(`f.rows.length === 3 && f.rows[2].state === 'current'`, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("gw3 caught up: shown %s later (the page polls every 5 s)", time.Since(caught).Round(time.Millisecond))

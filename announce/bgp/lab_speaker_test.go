@@ -238,6 +238,39 @@ func (p *speakerProc) exit() {
 	}
 }
 
+// waitFailing polls the child until every peer's status gives why (its
+// detail), and its log has said why too, for up to within. Each is written
+// after a failed attempt at its own moment; how many attempts a fixed pause
+// allows depends on how busy the machine is.
+func (p *speakerProc) waitFailing(why string, within time.Duration) childReply {
+	p.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		rep := p.status()
+		all := len(rep.Status.Peers) > 0
+		for _, ps := range rep.Status.Peers {
+			all = all && strings.Contains(ps.Detail, why)
+		}
+		if all && strings.Contains(p.logs.String(), why) {
+			return rep
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("no %q in every peer's status and in the log after %s: %+v\nlog:\n%s", why, within, rep.Status.Peers, p.logs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitLog polls the child's log until it has s, for up to within.
+func (p *speakerProc) waitLog(s string, within time.Duration) {
+	p.t.Helper()
+	for deadline := time.Now().Add(within); !strings.Contains(p.logs.String(), s); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			p.t.Fatalf("log does not mention %q after %s:\n%s", s, within, p.logs)
+		}
+	}
+}
+
 // waitPeer polls the child until its session with name reaches state.
 func (p *speakerProc) waitPeer(name, state string, within time.Duration) childReply {
 	p.t.Helper()

@@ -92,7 +92,7 @@ func runFailover(t *testing.T, n int) {
 		ld4 := startLoad(l.cl, v4, 10*time.Millisecond, 300*time.Millisecond)
 		ld6 := startLoad(l.cl, v6, 10*time.Millisecond, 300*time.Millisecond)
 		warm := mono()
-		deadline := time.Now().Add(5 * time.Second)
+		deadline := time.Now().Add(time.Minute) // a hang bound
 		for {
 			_, ok4 := ld4.firstSuccess(victim.name, warm)
 			_, ok6 := ld6.firstSuccess(victim.name, warm)
@@ -107,10 +107,12 @@ func runFailover(t *testing.T, n int) {
 
 		t0 := l.kill(victim)
 		var got4, got6, n4, n6 time.Duration
-		deadline = time.Now().Add(10 * time.Second)
+		// A hang bound: the recovery times are the MEASURED figures (goal
+		// p99 < 500 ms), which a busy machine stretches.
+		deadline = time.Now().Add(time.Minute)
 		for got4 == 0 || got6 == 0 || n4 == 0 || n6 == 0 {
 			if time.Now().After(deadline) {
-				t.Fatalf("trial %d: kill of %s not recovered in 10 s (v4 ok=%v v6 ok=%v neigh4=%v neigh6=%v); owners %v",
+				t.Fatalf("trial %d: kill of %s not recovered in a minute (v4 ok=%v v6 ok=%v neigh4=%v neigh6=%v); owners %v",
 					trial, victim.name, got4 > 0, got6 > 0, n4 > 0, n6 > 0, l.owners())
 			}
 			time.Sleep(5 * time.Millisecond)
@@ -135,7 +137,7 @@ func runFailover(t *testing.T, n int) {
 		// The victim returns; capture on the wire during the whole return.
 		tBack := mono()
 		l.start(victim)
-		d, err := l.waitOwners(names, 15*time.Second)
+		d, err := l.waitOwners(names, time.Minute)
 		if err != nil {
 			t.Fatalf("trial %d: %v", trial, err)
 		}
@@ -176,15 +178,19 @@ func runFailover(t *testing.T, n int) {
 	}
 
 	// Converged: 5 s of ARP/NDP probing, exactly one MAC per VIP, no announcements.
-	if _, err := l.waitOwners(names, 5*time.Second); err != nil {
+	if _, err := l.waitOwners(names, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(500 * time.Millisecond)
 	c0 := mono()
 	time.Sleep(5 * time.Second)
 	c1 := mono()
-	time.Sleep(200 * time.Millisecond) // answers to the last probes are still on their way
+	// Answers to the last probes may still be on their way (a busy
+	// machine's responder and capture lag): wait for them, up to 10 s.
 	w := prob.stats(c0, c1)
+	for end := time.Now().Add(10 * time.Second); w.answered < w.probes && time.Now().Before(end); w = prob.stats(c0, c1) {
+		time.Sleep(100 * time.Millisecond)
+	}
 	ann := prob.announcements(c0, c1)
 	t.Logf("=== converged, 5 s capture: %d probes, %d answered, %d answered by two MACs, %d gratuitous ARP/unsolicited NA", w.probes, w.answered, w.split, len(ann))
 	macName := map[string]string{}

@@ -147,6 +147,24 @@ func arping(t *testing.T, lab *Lab, vip netip.Addr, count int) []string {
 	return macs
 }
 
+// arpingSettles probes vip with one arping at a time until it is answered
+// (answered) or silent (!answered), for up to limit; it returns how long
+// that took. The announcer acts on its own goroutine after the API or the
+// health checker changed the state: on a busy machine, later than any fixed
+// pause would allow.
+func arpingSettles(t *testing.T, lab *Lab, vip netip.Addr, answered bool, limit time.Duration) time.Duration {
+	t.Helper()
+	t0 := time.Now()
+	for {
+		if (len(arping(t, lab, vip, 1)) > 0) == answered {
+			return time.Since(t0)
+		}
+		if time.Since(t0) > limit {
+			t.Fatalf("arping %s: answered=%v not reached in %s", vip, answered, limit)
+		}
+	}
+}
+
 func TestNetnsDaemonARP(t *testing.T) {
 	lab, _, _ := startLab(t)
 	gwMAC, err := lab.Gateway.MAC(lab.FrontIf)
@@ -233,9 +251,11 @@ func TestNetnsDaemonARP(t *testing.T) {
 	if resp.StatusCode/100 != 2 {
 		t.Fatalf("DELETE service: %s", resp.Status)
 	}
-	time.Sleep(500 * time.Millisecond)
+	// The announcer withdraws on its own goroutine after the API answered:
+	// wait for the silence itself, then three more probes must get none.
+	gone := arpingSettles(t, lab, vip2, false, time.Minute)
 	macs = arping(t, lab, vip2, 3)
-	t.Logf("after the service is removed: arping %s → %d replies", vip2, len(macs))
+	t.Logf("after the service is removed: arping %s silent %v after the DELETE answered; then → %d replies of 3", vip2, gone.Round(time.Millisecond), len(macs))
 	if len(macs) != 0 {
 		t.Fatalf("something still answers for the removed VIP: %v", macs)
 	}

@@ -507,24 +507,41 @@ func (l *lab) openConnections() []*conn {
 	return cs
 }
 
-// kept counts the connections without a failure that received data in the
-// last second before now.
+// kept counts the connections without a failure that received data after
+// it was called.
 func kept(cs []*conn) (int, []string) {
+	// A connection is kept when it has not failed and a line arrives after
+	// this call began. A black-holed one never sends another; a live one
+	// can go a second or more without one on a busy machine (its reader
+	// waits for a core), so it gets up to keptWait to show it is alive.
+	now := time.Now()
+	for end := now.Add(keptWait); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		pending := false
+		for _, c := range cs {
+			pending = pending || (c.failed() == nil && c.last.Load() < now.UnixNano())
+		}
+		if !pending {
+			break
+		}
+	}
 	n := 0
 	var why []string
-	now := time.Now()
 	for i, c := range cs {
 		switch err := c.failed(); {
 		case err != nil:
 			why = append(why, fmt.Sprintf("#%d %v", i, err))
-		case now.Sub(time.Unix(0, c.last.Load())) > time.Second:
-			why = append(why, fmt.Sprintf("#%d stalled %s", i, now.Sub(time.Unix(0, c.last.Load())).Round(time.Millisecond)))
+		case c.last.Load() < now.UnixNano():
+			why = append(why, fmt.Sprintf("#%d stalled %s", i, time.Since(time.Unix(0, c.last.Load())).Round(time.Millisecond)))
 		default:
 			n++
 		}
 	}
 	return n, why
 }
+
+// keptWait is how long kept waits for a line on a connection that has not
+// failed: a hang bound far beyond a busy machine's scheduling delays.
+const keptWait = 15 * time.Second
 
 // tracked counts the conntrack entries of flows to the VIP in gateway i.
 func (l *lab) tracked(i int) int {

@@ -387,10 +387,12 @@ func TestFailoverDaemonKill9(t *testing.T) {
 		}
 		t0 := time.Now()
 		owner.kill9(t)
-		// Requests until one succeeds; the bound is 20 times the goal.
+		// Requests until one succeeds. The time is the MEASURED figure
+		// (goal p99 < 500 ms); a minute bounds a hang — a busy machine
+		// delays memberlist's probes and this client alike.
 		var ok bool
 		var tNeigh time.Duration
-		for time.Since(t0) < 10*time.Second {
+		for time.Since(t0) < time.Minute {
 			if tNeigh == 0 && strings.Contains(clientMAC(), other.mac.String()) {
 				tNeigh = time.Since(t0)
 			}
@@ -401,7 +403,7 @@ func TestFailoverDaemonKill9(t *testing.T) {
 		}
 		d := time.Since(t0)
 		if !ok {
-			t.Fatalf("trial %d: no request through the VIP succeeded within 10 s of kill -9 %s", i+1, owner.name)
+			t.Fatalf("trial %d: no request through the VIP succeeded within a minute of kill -9 %s", i+1, owner.name)
 		}
 		if tNeigh == 0 {
 			tNeigh = d

@@ -547,8 +547,8 @@ func sfRun(t *testing.T, exe string, c sfCase) {
 	measure := func(phase string, t0 time.Time, note string) int {
 		// Wait for every stream to read after t0 (or 12 s: a stream that
 		// has not by then has been blackholed past several retransmission
-		// backoffs), then watch 2 s more: kept = no error and data in the
-		// last second.
+		// backoffs), then watch 2 s more: kept = no error and data after
+		// the last second of those 2 s.
 		foWait(12*time.Second, func() bool {
 			for _, s := range streams {
 				if after, _, _ := s.since(t0, t0); !after {
@@ -559,6 +559,17 @@ func sfRun(t *testing.T, exe string, c sfCase) {
 		})
 		time.Sleep(2 * time.Second)
 		end := time.Now()
+		// A live stream's reader can go more than a second without a core
+		// on a busy machine: one without an error gets up to 15 s more to
+		// show data after end-1s (a blackholed one never does).
+		foWait(15*time.Second, func() bool {
+			for _, s := range streams {
+				if after, _, err := s.since(end.Add(-time.Second), t0); err == nil && !after {
+					return false
+				}
+			}
+			return true
+		})
 		var kept int
 		var gaps []time.Duration
 		for _, s := range streams {
@@ -594,8 +605,8 @@ func sfRun(t *testing.T, exe string, c sfCase) {
 	}
 	t0 := time.Now()
 	old.kill9(t)
-	if !foWait(10*time.Second, func() bool { o := owner(); return o != nil && o != old }) {
-		t.Fatalf("no new owner within 10 s of killing %s", old.name)
+	if !foWait(time.Minute, func() bool { o := owner(); return o != nil && o != old }) {
+		t.Fatalf("no new owner within a minute of killing %s", old.name)
 	}
 	keptFail := measure("fail", t0, "")
 
@@ -621,8 +632,8 @@ func sfRun(t *testing.T, exe string, c sfCase) {
 	}
 	t1 := time.Now()
 	old.start(t, exe)
-	if !foWait(30*time.Second, func() bool { return owner() == old }) {
-		t.Fatalf("%s did not take its VIP back within 30 s", old.name)
+	if !foWait(time.Minute, func() bool { return owner() == old }) {
+		t.Fatalf("%s did not take its VIP back within a minute", old.name)
 	}
 	note := ""
 	if replaced > 0 {

@@ -84,22 +84,34 @@ func TestNetnsIdleCost(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("tamper: nft %q: %v: %s", del, err, out)
 	}
+	// The first resync after the tamper repairs it; the second only if the
+	// tamper landed while one was running (after its read). The counter
+	// moves after a resync returned, and it is read after the tamper: once
+	// it has moved by 2, a resync that started after the tamper has
+	// finished, so the kernel must be whole. Each poll reads the counter
+	// first, then the kernel — the kernel read is never older than the
+	// count it is judged by, whatever a busy machine does in between.
 	tampered := e.metric(okResyncs)
-	repaired, ok := waitFor(resync+2*time.Minute, 50*time.Millisecond, func() bool { return vipCount(e.lab.Gateway) == len(svcs) })
+	var nth float64
+	repaired, ok := waitFor(resync+2*time.Minute, 50*time.Millisecond, func() bool {
+		nth = e.metric(okResyncs) - tampered
+		whole := vipCount(e.lab.Gateway) == len(svcs)
+		if !whole && nth >= 2 {
+			t.Fatalf("%.0f resyncs finished after the tamper, the frontend deleted by hand is still missing: want it back by the second", nth)
+		}
+		return whole
+	})
 	if !ok {
 		t.Fatalf("the frontend deleted by hand was not back %s later", repaired.Round(time.Millisecond))
-	}
-	nth := e.metric(okResyncs) - tampered
-	if nth < 1 || nth > 2 {
-		// The first resync after the tamper repairs it; the second only if
-		// the tamper landed while one was running (after its read).
-		t.Errorf("repaired by resync %.0f after the tamper, want the first (or the second, if one was running)", nth)
 	}
 	e.trafficOK("after the repair", svcs[0])
 
 	// A separate line, so the idle figures above are printed even when the
 	// repair is not (at 50,000 services a full read-back takes minutes).
-	t.Logf("MEASURED idle services=%d repair_s=%.3f repaired_by_resync=%.0f load=%q", n, repaired.Seconds(), nth, netns.Loadavg())
+	// repaired_by_resync is an upper bound: the resyncs counted before the
+	// read that found the kernel whole, plus one that may have repaired it
+	// and not been counted yet (the test asserts ≤ 2 above).
+	t.Logf("MEASURED idle services=%d repair_s=%.3f repaired_by_resync=%.0f load=%q", n, repaired.Seconds(), nth+1, netns.Loadavg())
 	t.Logf("idle: config %d bytes; RSS read %s after ready (after ≥2 resyncs) and again after the %s window (%.0f more resyncs)",
 		len(cfg), settled.Round(time.Second), el.Round(time.Second), resyncs)
 	if k := envInt("EDGELB_IDLE_STARTS", 1); k > 1 {

@@ -77,8 +77,12 @@ func TestK8sSIGTERMReleasesLease(t *testing.T) {
 	lead := time.Duration(ledAt.Load() - t0.UnixNano())
 	t.Logf("MEASURED lease handover on SIGTERM: the candidate led %s after SIGTERM (the daemon, %s, exited after %s; lease 15 s, retry 100 ms); load %s",
 		lead.Round(time.Millisecond), daemonID, exited.Round(time.Millisecond), netns.Loadavg())
-	if lead > time.Second {
-		t.Errorf("the next leader took %s after SIGTERM, want ≤ 1 s (a released Lease)", lead.Round(time.Millisecond))
+	// Without the release the candidate leads when the Lease expires: 15 s
+	// after the daemon's last renewal, which comes every 15/7 s, so ≥ 12.8 s
+	// after SIGTERM (18–21 s seen before the fix). 10 s tells a release
+	// from an expiry on a busy machine too; the figure above is the speed.
+	if lead > 10*time.Second {
+		t.Errorf("the next leader took %s after SIGTERM, want < 10 s (a released Lease; an expired one takes ≥ 12.8 s)", lead.Round(time.Millisecond))
 	}
 	if err := e.d.Err(); err != nil {
 		t.Errorf("the daemon's exit: %v\n%s", err, e.logs.Tail(20))

@@ -421,7 +421,7 @@ func (l *lab) waitFleet(gw, n int) fleetView {
 	l.t.Helper()
 	c := l.client(gw, 7)
 	var v fleetView
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(500 * time.Millisecond) { // a hang bound
 		code, b, _, err := c.do(http.MethodGet, "/api/v1/fleet", "")
 		if err == nil && code == http.StatusOK && json.Unmarshal(b, &v) == nil && len(v.Gateways) == n {
 			same := true

@@ -42,14 +42,14 @@ func TestK8sAdoption(t *testing.T) {
 
 	r := e.start(t, testOptions("gw1"))
 	waitUntil(t, 15*time.Second, "leading", r.c.IsLeader)
-	e.waitIngress(t, ns, "old-a", 5*time.Second, "192.0.2.5")
-	e.waitIngress(t, ns, "old-c", 5*time.Second, "192.0.2.6")
-	b := e.waitAny(t, ns, "dup-b", 1, 5*time.Second)
-	waitUntil(t, 5*time.Second, "dup-b moved", func() bool { g := e.ingress(ns, "dup-b"); return len(g) == 1 && g[0] != "192.0.2.5" })
+	e.waitIngress(t, ns, "old-a", 30*time.Second, "192.0.2.5")
+	e.waitIngress(t, ns, "old-c", 30*time.Second, "192.0.2.6")
+	b := e.waitAny(t, ns, "dup-b", 1, 30*time.Second)
+	waitUntil(t, 30*time.Second, "dup-b moved", func() bool { g := e.ingress(ns, "dup-b"); return len(g) == 1 && g[0] != "192.0.2.5" })
 	b = e.ingress(ns, "dup-b")
-	d := e.waitAny(t, ns, "new-d", 1, 5*time.Second)
-	ev := e.waitEvent(t, ns, "dup-b", corev1.EventTypeWarning, ReasonFailed, "192.0.2.5", 5*time.Second)
-	e.waitIngress(t, ns, "edited-e", 5*time.Second, "192.0.2.2")
+	d := e.waitAny(t, ns, "new-d", 1, 30*time.Second)
+	ev := e.waitEvent(t, ns, "dup-b", corev1.EventTypeWarning, ReasonFailed, "192.0.2.5", 30*time.Second)
+	e.waitIngress(t, ns, "edited-e", 30*time.Second, "192.0.2.2")
 	t.Logf("adoption: old-a keeps 192.0.2.5, old-c keeps 192.0.2.6, dup-b (younger duplicate) moved to %s with Warning %q, new-d got %s, edited-e moved 192.0.2.3 → the requested 192.0.2.2",
 		b[0], ev.Message, d[0])
 	if b[0] == d[0] || d[0] == "192.0.2.5" || d[0] == "192.0.2.6" {

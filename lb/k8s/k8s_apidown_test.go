@@ -27,9 +27,9 @@ func TestK8sAPIServerDown(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		name := fmt.Sprintf("s%d", i)
 		e.svc(t, ns, name)
-		before[name] = e.waitAny(t, ns, name, 1, 5*time.Second)[0]
+		before[name] = e.waitAny(t, ns, name, 1, 30*time.Second)[0]
 	}
-	waitUntil(t, 5*time.Second, "10 VIPs desired", func() bool { return len(r.c.Desired().VIPs) == 10 })
+	waitUntil(t, 30*time.Second, "10 VIPs desired", func() bool { return len(r.c.Desired().VIPs) == 10 })
 
 	down := 5 * time.Second
 	if err := e.lab.KillAPIServer(); err != nil {

@@ -22,7 +22,7 @@ func TestK8sBadObjects(t *testing.T) {
 	waitUntil(t, 15*time.Second, "leadership", r.c.IsLeader)
 	const ns = "apps"
 	e.svc(t, ns, "web")
-	web := e.waitAny(t, ns, "web", 1, 5*time.Second)
+	web := e.waitAny(t, ns, "web", 1, 30*time.Second)
 
 	// Refused at admission by the CRD's validation rules.
 	for _, bad := range []string{"192.0.2.300/24", "192.0.2.1/24", "not-an-ip", "192.0.2.1-2001:db8::1", "192.0.2.5-foo"} {
@@ -44,11 +44,11 @@ func TestK8sBadObjects(t *testing.T) {
 	// Accepted by the schema, refused by the controller.
 	e.pool(t, "overlap", true, "192.0.2.8/29")
 	e.pool(t, "reversed", true, "198.51.100.9-198.51.100.1")
-	ev := e.waitEvent(t, "default", "overlap", corev1.EventTypeWarning, ReasonBadPool, `"192.0.2.8/29"`, 5*time.Second)
+	ev := e.waitEvent(t, "default", "overlap", corev1.EventTypeWarning, ReasonBadPool, `"192.0.2.8/29"`, 30*time.Second)
 	t.Logf("overlap: Warning %q", ev.Message)
-	ev = e.waitEvent(t, "default", "reversed", corev1.EventTypeWarning, ReasonBadPool, `"198.51.100.9-198.51.100.1"`, 5*time.Second)
+	ev = e.waitEvent(t, "default", "reversed", corev1.EventTypeWarning, ReasonBadPool, `"198.51.100.9-198.51.100.1"`, 30*time.Second)
 	t.Logf("reversed: Warning %q", ev.Message)
-	waitUntil(t, 5*time.Second, "Valid=False on bad pools", func() bool {
+	waitUntil(t, 30*time.Second, "Valid=False on bad pools", func() bool {
 		_, _, v1, m1 := e.poolStatus(t, "overlap")
 		_, _, v2, _ := e.poolStatus(t, "reversed")
 		return v1 == "False" && v2 == "False" && strings.Contains(m1, "192.0.2.8/29")
@@ -60,10 +60,10 @@ func TestK8sBadObjects(t *testing.T) {
 
 	// A malformed annotation: Warning quoting it, no address.
 	e.svc(t, ns, "typo", ann(AnnotationIPs, "192.0.2.300"))
-	ev = e.waitEvent(t, ns, "typo", corev1.EventTypeWarning, ReasonFailed, `"192.0.2.300"`, 5*time.Second)
+	ev = e.waitEvent(t, ns, "typo", corev1.EventTypeWarning, ReasonFailed, `"192.0.2.300"`, 30*time.Second)
 	t.Logf("annotation: Warning %q", ev.Message)
 	e.svc(t, ns, "typo-metallb", ann(MetalLBAnnotationIPs, "2001:db8::zz"))
-	ev = e.waitEvent(t, ns, "typo-metallb", corev1.EventTypeWarning, ReasonFailed, `"2001:db8::zz"`, 5*time.Second)
+	ev = e.waitEvent(t, ns, "typo-metallb", corev1.EventTypeWarning, ReasonFailed, `"2001:db8::zz"`, 30*time.Second)
 	t.Logf("metallb annotation: Warning %q", ev.Message)
 
 	// Edit a working Service into a malformed annotation: it keeps its address.
@@ -75,7 +75,7 @@ func TestK8sBadObjects(t *testing.T) {
 	if _, err := e.cs.CoreV1().Services(ns).Update(e.ctx, s, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	ev = e.waitEvent(t, ns, "web", corev1.EventTypeWarning, ReasonFailed, `"192.0.2.1/32"`, 5*time.Second)
+	ev = e.waitEvent(t, ns, "web", corev1.EventTypeWarning, ReasonFailed, `"192.0.2.1/32"`, 30*time.Second)
 	t.Logf("edited annotation: Warning %q", ev.Message)
 
 	// Nothing else changed: give the controller a moment, then compare.

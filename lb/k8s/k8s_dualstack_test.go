@@ -98,7 +98,7 @@ func TestK8sDualStackNodePort(t *testing.T) {
 	// The desired state: one node-port service per family, each with its
 	// own family's endpoints.
 	var np4, np6 proxy.Service
-	waitUntil(t, 10*time.Second, "both families' node-port services desired", func() bool {
+	waitUntil(t, 30*time.Second, "both families' node-port services desired", func() bool {
 		np4, np6 = proxy.Service{}, proxy.Service{}
 		for _, s := range r.c.Desired().Dataplane.Services {
 			if s.NodePort != nodePort || s.VIP.IsValid() {
@@ -128,7 +128,7 @@ func TestK8sDualStackNodePort(t *testing.T) {
 		return rep.Backend, err
 	}
 	for _, c := range cases {
-		waitUntil(t, 10*time.Second, "node port answering on "+c.front.String(), func() bool {
+		waitUntil(t, 30*time.Second, "node port answering on "+c.front.String(), func() bool {
 			name, err := get(c.front)
 			return err == nil && c.want[name]
 		})

@@ -74,7 +74,7 @@ func TestK8sEndToEnd(t *testing.T) {
 	e.svc(t, ns, "web", func(s *corev1.Service) {
 		s.Spec.Ports = []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(int32(demo.BackendPort)), Protocol: corev1.ProtocolTCP}}
 	})
-	vip := netip.MustParseAddr(e.waitAny(t, ns, "web", 1, 5*time.Second)[0])
+	vip := netip.MustParseAddr(e.waitAny(t, ns, "web", 1, 30*time.Second)[0])
 	t.Logf("web got VIP %s", vip)
 	// The client reaches the VIP through the gateway (announcements are
 	// another package's job; a route in the client namespace stands in).
@@ -114,7 +114,7 @@ func TestK8sEndToEnd(t *testing.T) {
 		}
 		return got, fails
 	}
-	waitUntil(t, 10*time.Second, "traffic through the VIP", func() bool { _, f := hits(1); return f == 0 })
+	waitUntil(t, 30*time.Second, "traffic through the VIP", func() bool { _, f := hits(1); return f == 0 })
 	got, fails := hits(30)
 	t.Logf("MEASURED 30 requests to %s: %v, %d failed (backend-3 not ready)", url, fmtHits(got), fails)
 	if fails != 0 || got["backend-1"] == 0 || got["backend-2"] == 0 || got["backend-3"] != 0 {
@@ -126,7 +126,7 @@ func TestK8sEndToEnd(t *testing.T) {
 	if _, err := e.cs.DiscoveryV1().EndpointSlices(ns).Update(e.ctx, sl, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	took := waitUntil(t, 10*time.Second, "backend-3 in rotation", func() bool { g, _ := hits(6); return g["backend-3"] > 0 })
+	took := waitUntil(t, 30*time.Second, "backend-3 in rotation", func() bool { g, _ := hits(6); return g["backend-3"] > 0 })
 	// 60 requests: one of three backends missed by chance 3·(2/3)^60 ≈ 1e-10
 	// of the time (with 30, 1.6e-5).
 	got, fails = hits(60)
@@ -141,7 +141,7 @@ func TestK8sEndToEnd(t *testing.T) {
 		s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
 		s.Spec.Ports = []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(int32(demo.BackendPort)), Protocol: corev1.ProtocolTCP}}
 	})
-	lvip := netip.MustParseAddr(e.waitAny(t, ns, loc.Name, 1, 5*time.Second)[0])
+	lvip := netip.MustParseAddr(e.waitAny(t, ns, loc.Name, 1, 30*time.Second)[0])
 	if err := lab.Client.AddRoute(netip.PrefixFrom(lvip, 32), demo.GatewayFront.Addr()); err != nil {
 		t.Fatal(err)
 	}
@@ -160,13 +160,13 @@ func TestK8sEndToEnd(t *testing.T) {
 		}
 		return false, false
 	}
-	waitUntil(t, 5*time.Second, "Local VIP announced", func() bool { a, l := announced(); return a && l })
+	waitUntil(t, 30*time.Second, "Local VIP announced", func() bool { a, l := announced(); return a && l })
 	lurl := fmt.Sprintf("http://%s/", netip.AddrPortFrom(lvip, 80))
 	// Announced is the controller's decision; the applier goroutine above
 	// programs the kernel a moment later (CI under load sent the first
 	// request in between: its SYN went unNATed and timed out). Wait for
 	// the dataplane as for web, each try on a new connection.
-	waitUntil(t, 10*time.Second, "traffic through the Local VIP", func() bool {
+	waitUntil(t, 30*time.Second, "traffic through the Local VIP", func() bool {
 		_, err := lab.Get(e.ctx, client, lurl)
 		return err == nil
 	})
@@ -184,7 +184,7 @@ func TestK8sEndToEnd(t *testing.T) {
 	if _, err := e.cs.DiscoveryV1().EndpointSlices(ns).Update(e.ctx, lsl, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	gone := waitUntil(t, 5*time.Second, "Local VIP withdrawn", func() bool { a, _ := announced(); return !a })
+	gone := waitUntil(t, 30*time.Second, "Local VIP withdrawn", func() bool { a, _ := announced(); return !a })
 	t.Logf("MEASURED externalTrafficPolicy Local: %v (only the endpoint on gw1), announced with Local=true; withdrawn %s after the last local endpoint left",
 		fmtHits(lHits), gone.Round(time.Millisecond))
 	if lHits["backend-2"] != 10 {
@@ -211,7 +211,7 @@ func TestK8sEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	npURL := fmt.Sprintf("http://%s/", netip.AddrPortFrom(demo.GatewayFront.Addr(), demo.NodePort))
-	waitUntil(t, 10*time.Second, "node port answering", func() bool {
+	waitUntil(t, 30*time.Second, "node port answering", func() bool {
 		name, err := lab.Get(e.ctx, client, npURL)
 		return err == nil && name == "backend-1"
 	})
@@ -230,11 +230,11 @@ func TestK8sEndToEnd(t *testing.T) {
 
 	// Service deleted: the VIP stops answering.
 	e.deleteSvc(t, ns, "web")
-	took = waitUntil(t, 10*time.Second, "VIP out of the desired state", func() bool { return len(r.c.Desired().VIPs) == 0 })
+	took = waitUntil(t, 30*time.Second, "VIP out of the desired state", func() bool { return len(r.c.Desired().VIPs) == 0 })
 	// The applier removes it a moment later (a fixed 100 ms sleep here was
 	// a bet on the machine's load): wait until a request fails, then no
 	// request may get through.
-	waitUntil(t, 10*time.Second, "VIP no longer answering", func() bool { _, f := hits(1); return f == 1 })
+	waitUntil(t, 30*time.Second, "VIP no longer answering", func() bool { _, f := hits(1); return f == 1 })
 	if _, f := hits(3); f != 3 {
 		t.Fatalf("VIP still answers after the Service was deleted")
 	}

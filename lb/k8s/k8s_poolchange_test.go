@@ -132,7 +132,7 @@ func TestK8sPoolChangesNoDuplicates(t *testing.T) {
 
 	// The overlapping pool waits (refused while default exists) ...
 	e.pool(t, "wide", true, "192.0.2.0/24", "198.51.100.0/26")
-	waitUntil(t, 10*time.Second, "wide refused", func() bool { _, _, v, _ := e.poolStatus(t, "wide"); return v == "False" })
+	waitUntil(t, 30*time.Second, "wide refused", func() bool { _, _, v, _ := e.poolStatus(t, "wide"); return v == "False" })
 	// ... and becomes valid when default, in use, is deleted.
 	del("default")
 	more(10)
@@ -158,7 +158,7 @@ func TestK8sPoolChangesNoDuplicates(t *testing.T) {
 
 	// Overlap-replace: next waits, wide goes, next takes over in place.
 	e.pool(t, "next", true, "192.0.2.0/24", "198.51.100.0/24")
-	waitUntil(t, 10*time.Second, "next refused", func() bool { _, _, v, _ := e.poolStatus(t, "next"); return v == "False" })
+	waitUntil(t, 30*time.Second, "next refused", func() bool { _, _, v, _ := e.poolStatus(t, "next"); return v == "False" })
 	del("wide")
 	more(10)
 	a3 := settle("overlap-replace", in("192.0.2.0/24", "198.51.100.0/24"))
@@ -183,7 +183,7 @@ func TestK8sPoolChangesNoDuplicates(t *testing.T) {
 		t.Errorf("deleted next: used %d, %d Services with an address, want %d and %d", used, withIP, n, n)
 	}
 	// Still served while deleting: the Services own these addresses until they move.
-	waitUntil(t, 10*time.Second, "the deleting pool's VIPs still in the desired state", func() bool { return len(r.c.Desired().VIPs) == n })
+	waitUntil(t, 30*time.Second, "the deleting pool's VIPs still in the desired state", func() bool { return len(r.c.Desired().VIPs) == n })
 	e.pool(t, "default", true, "192.0.2.0/24", "198.51.100.0/24")
 	more(10)
 	a4 := settle("re-create", in("192.0.2.0/24", "198.51.100.0/24"))

@@ -39,11 +39,11 @@ func TestK8sRBAC(t *testing.T) {
 	if _, err := r.c.Manager().CreatePool(e.ctx, lb.Pool{Name: "api", AutoAssign: true, Ranges: []lb.Range{rg}}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 5*time.Second, "pool in cache", func() bool { _, err := r.c.Manager().Pool(e.ctx, "api"); return err == nil })
+	waitUntil(t, 30*time.Second, "pool in cache", func() bool { _, err := r.c.Manager().Pool(e.ctx, "api"); return err == nil })
 	e.svc(t, "apps", "web")
-	ip := e.waitAny(t, "apps", "web", 1, 5*time.Second)
-	e.waitEvent(t, "apps", "web", corev1.EventTypeNormal, ReasonAllocated, ip[0], 5*time.Second)
-	waitUntil(t, 5*time.Second, "pool status written", func() bool {
+	ip := e.waitAny(t, "apps", "web", 1, 30*time.Second)
+	e.waitEvent(t, "apps", "web", corev1.EventTypeNormal, ReasonAllocated, ip[0], 30*time.Second)
+	waitUntil(t, 30*time.Second, "pool status written", func() bool {
 		size, used, valid, _ := e.poolStatus(t, "api")
 		return size == 8 && used == 1 && valid == "True"
 	})

@@ -138,12 +138,12 @@ func TestK8sStatusWriteFails(t *testing.T) {
 	t0 := time.Now()
 	e.svc(t, ns, "blocked")
 	var vip string
-	waitUntil(t, 10*time.Second, "blocked's VIP in the leader's Desired", func() bool {
+	waitUntil(t, 30*time.Second, "blocked's VIP in the leader's Desired", func() bool {
 		vip = vipOf(r.c.Desired(), ns+"/blocked")
 		return vip != ""
 	})
 	t.Logf("blocked: VIP %s in the leader's Desired %s after create, status refused", vip, time.Since(t0).Round(time.Millisecond))
-	e.waitEvent(t, ns, "blocked", corev1.EventTypeWarning, ReasonStatusFailed, "forbidden", 10*time.Second)
+	e.waitEvent(t, ns, "blocked", corev1.EventTypeWarning, ReasonStatusFailed, "forbidden", 30*time.Second)
 
 	// Others are unaffected, and none gets blocked's address.
 	others := []string{"other1", "other2", "other3"}
@@ -151,11 +151,11 @@ func TestK8sStatusWriteFails(t *testing.T) {
 		e.svc(t, ns, n)
 	}
 	for _, n := range others {
-		got := e.waitAny(t, ns, n, 1, 10*time.Second)
+		got := e.waitAny(t, ns, n, 1, 30*time.Second)
 		if got[0] == vip {
 			t.Fatalf("%s got %s, which the leader holds for blocked", n, vip)
 		}
-		waitUntil(t, 5*time.Second, n+" in the leader's Desired", func() bool { return vipOf(r.c.Desired(), ns+"/"+n) == got[0] })
+		waitUntil(t, 30*time.Second, n+" in the leader's Desired", func() bool { return vipOf(r.c.Desired(), ns+"/"+n) == got[0] })
 	}
 	// While refused: the leader keeps serving blocked (sampled every 50 ms
 	// for 3 s), the follower does not, the status stays empty.
@@ -181,8 +181,8 @@ func TestK8sStatusWriteFails(t *testing.T) {
 	t1 := time.Now()
 	e.waitIngress(t, ns, "blocked", 15*time.Second, vip)
 	written := time.Since(t1)
-	e.waitEvent(t, ns, "blocked", corev1.EventTypeNormal, ReasonStatusWritten, vip, 10*time.Second)
-	waitUntil(t, 10*time.Second, "the follower serves blocked", func() bool { return vipOf(f.c.Desired(), ns+"/blocked") == vip })
+	e.waitEvent(t, ns, "blocked", corev1.EventTypeNormal, ReasonStatusWritten, vip, 30*time.Second)
+	waitUntil(t, 30*time.Second, "the follower serves blocked", func() bool { return vipOf(f.c.Desired(), ns+"/blocked") == vip })
 	t.Logf("MEASURED status write refused for %s (%d refused writes, retry backoff capped at %s): blocked's VIP %s in the leader's Desired in %d/%d samples, "+
 		"3/3 other Services assigned and written, none given %s; status written %s after writes were allowed again",
 		t1.Sub(t0).Round(time.Millisecond), refused, statusRetryMax, vip, samples-missing, samples, vip, written.Round(time.Millisecond))

@@ -144,6 +144,36 @@ func (b *Browser) WaitVIP(frontend string, backends int, within time.Duration) (
 	return took, v, verr
 }
 
+// WaitGrown polls until every backend row of frontend shows a total above
+// its total in before (a backend absent from before counts from 0), or
+// until within passes; it returns the last view read. How many connections
+// a fixed pause lets through depends on how busy the machine is; that the
+// counters move does not.
+func (b *Browser) WaitGrown(frontend string, before VIPView, within time.Duration) (VIPView, error) {
+	was := map[string]int64{}
+	for _, r := range before.Rows {
+		was[r.Backend] = r.Total
+	}
+	end := time.Now().Add(within)
+	for {
+		v, err := b.VIP(frontend)
+		if err != nil {
+			return v, err
+		}
+		grown := len(v.Rows) > 0
+		for _, r := range v.Rows {
+			grown = grown && r.Total > was[r.Backend]
+		}
+		if grown {
+			return v, nil
+		}
+		if time.Now().After(end) {
+			return v, fmt.Errorf("%s: not every backend's total grew within %v (before %+v, now %+v)", frontend, within, before.Rows, v.Rows)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // WaitBackendState polls until the VIP table of frontend shows backend in
 // state ("up", "down (health check)", "active"…), or until within passes.
 func (b *Browser) WaitBackendState(frontend, backend, state string, within time.Duration) (BackendRow, error) {
