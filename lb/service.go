@@ -146,11 +146,23 @@ type Request struct {
 	NamespaceLabels map[string]string
 }
 
+// Origin says who declared a pool or service, so a reader can tell what a
+// REST write may change (a config file's items are replaced on reload and
+// refused to REST writes; Kubernetes' objects are changed with kubectl).
+type Origin string
+
+const (
+	OriginConfig     Origin = "config"     // the config file
+	OriginAPI        Origin = "api"        // the REST API
+	OriginKubernetes Origin = "kubernetes" // an IPPool or Service object
+)
+
 // PoolStatus is a pool with its usage.
 type PoolStatus struct {
 	Pool
-	Size uint64 `json:"size"` // capped at MaxUint64 for huge IPv6 pools
-	Used int    `json:"used"`
+	Size   uint64 `json:"size"` // capped at MaxUint64 for huge IPv6 pools
+	Used   int    `json:"used"`
+	Origin Origin `json:"origin"`
 }
 
 // ServiceStatus is a service with what edgelb made of it.
@@ -162,6 +174,7 @@ type ServiceStatus struct {
 	// Failed is why the dataplane refused this service at its last apply
 	// ("" when programmed): the other services are programmed regardless.
 	Failed string `json:"failed,omitempty"`
+	Origin Origin `json:"origin"`
 }
 
 // Manager is the one writer's API: the REST API, config reload and the

@@ -42,6 +42,9 @@ type PoolStatus struct {
 	Size uint64 `json:"size"`
 	// Used is how many of them are assigned to services.
 	Used int `json:"used"`
+	// Origin is who declared it: "config" (the config file: REST writes
+	// are refused), "api" or "kubernetes" (an IPPool object).
+	Origin string `json:"origin"`
 }
 
 // wellKnownCommunities are the names RFC 1997/7999/8326 give; gobgp accepts them.
@@ -134,5 +137,5 @@ func poolSpecOf(p lb.Pool) PoolSpec {
 }
 
 func poolStatusOf(p lb.PoolStatus) PoolStatus {
-	return PoolStatus{Spec: poolSpecOf(p.Pool), Size: p.Size, Used: p.Used}
+	return PoolStatus{Spec: poolSpecOf(p.Pool), Size: p.Size, Used: p.Used, Origin: string(p.Origin)}
 }

@@ -68,6 +68,9 @@ type ServiceStatus struct {
 	// Failed is why the running dataplane refused this service at its last
 	// apply (the others were programmed); "" while it is programmed.
 	Failed string `json:"failed,omitempty"`
+	// Origin is who declared it: "config" (the config file: REST writes
+	// are refused), "api" or "kubernetes" (a Service object).
+	Origin string `json:"origin"`
 }
 
 func fieldErr(field, value, format string, args ...any) error {
@@ -294,7 +297,8 @@ func serviceSpecOf(s lb.ServiceSpec) ServiceSpec {
 }
 
 func serviceStatusOf(s lb.ServiceStatus) ServiceStatus {
-	out := ServiceStatus{Spec: serviceSpecOf(s.Spec), Assigned: []string{}, Pending: s.Pending, Failed: s.Failed}
+	out := ServiceStatus{Spec: serviceSpecOf(s.Spec), Assigned: []string{}, Pending: s.Pending, Failed: s.Failed,
+		Origin: string(s.Origin)}
 	for _, v := range s.VIPs {
 		out.Assigned = append(out.Assigned, v.String())
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/spf13/cobra"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/edgelb/edgelb/cmd/edgelb/internal/daemon"
@@ -27,18 +28,27 @@ import (
 // read-only. Exit 0 when valid, 1 with every problem when not; a state file
 // edgelb run would refuse exits with run's own code (3 untrusted, 4 gone),
 // so a script tells "fix the config" from "restore the state".
-func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("check", "--config FILE [--no-host]", stdout)
-	path := fs.String("config", "/etc/edgelb/config.yaml", "config file")
-	noHost := fs.Bool("no-host", false, "validate the file only; skip the checks that read this host")
-	if err := fs.Parse(args); err != nil {
-		return err
+func newCheckCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "check [--config FILE] [--no-host]",
+		Short: "validate a config and the host without touching the kernel",
+		Args:  noArgs,
 	}
-	cfg, err := config.Load(*path)
+	path := c.Flags().String("config", "/etc/edgelb/config.yaml", "config file")
+	noHost := c.Flags().Bool("no-host", false, "validate the file only; skip the checks that read this host")
+	_ = c.MarkFlagFilename("config", "yaml", "yml")
+	c.RunE = func(c *cobra.Command, _ []string) error {
+		return check(c.Context(), *path, *noHost, c.OutOrStdout())
+	}
+	return c
+}
+
+func check(ctx context.Context, path string, noHost bool, stdout io.Writer) error {
+	cfg, err := config.Load(path)
 	if err != nil {
 		var errs *config.Errors
 		if errors.As(err, &errs) {
-			fmt.Fprintf(stdout, "%s: %d error(s)\n", *path, len(errs.List))
+			fmt.Fprintf(stdout, "%s: %d error(s)\n", path, len(errs.List))
 			for _, e := range errs.List {
 				fmt.Fprintf(stdout, "  %v\n", e)
 			}
@@ -46,8 +56,8 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		return &exitError{1, err}
 	}
-	fmt.Fprintf(stdout, "%s: valid (%d pools, %d services)\n", *path, len(cfg.Pools), len(cfg.Services))
-	state, err := checkStore(cfg, !*noHost, stdout)
+	fmt.Fprintf(stdout, "%s: valid (%d pools, %d services)\n", path, len(cfg.Pools), len(cfg.Services))
+	state, err := checkStore(cfg, !noHost, stdout)
 	if err != nil {
 		code, ee := 1, (*exitError)(nil)
 		if errors.As(runExit(err), &ee) {
@@ -66,7 +76,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		return &exitError{1, errors.New("")}
 	}
-	if *noHost {
+	if noHost {
 		return nil
 	}
 	findings, err := preflight.HostFindings(cfg, hostcheck.System())

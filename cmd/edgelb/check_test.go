@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 )
 
 func runCheck(t *testing.T, yaml string, extra ...string) (int, string) {
@@ -62,13 +64,40 @@ dataplane: {mode: nftables}
 	}
 }
 
+// TestHelpEverywhere: `--help` on every command and verb exits 0 and shows
+// that command's own usage line (before cobra, `pools apply --help`
+// printed "Usage: edgelb pools apply get [NAME...]").
 func TestHelpEverywhere(t *testing.T) {
-	for _, c := range commands {
-		var out, errb bytes.Buffer
-		if code := realMain([]string{c.name, "--help"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "Usage: edgelb "+c.name) {
-			t.Errorf("%s --help: exit %d, output %q", c.name, code, out.String())
+	var walk func(c *cobra.Command)
+	n := 0
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			if !sub.IsAvailableCommand() {
+				continue
+			}
+			path := strings.Fields(sub.CommandPath())[1:]
+			want := "Usage:\n  " + sub.CommandPath() + strings.TrimPrefix(sub.Use, sub.Name())
+			if sub.HasAvailableSubCommands() {
+				want = "Usage:\n  " + sub.CommandPath() + " [command]\n"
+			}
+			var out, errb bytes.Buffer
+			if code := realMain(append(path, "--help"), &out, &errb); code != 0 || !strings.Contains(out.String(), want) {
+				t.Errorf("%s --help: exit %d, want %q in\n%s", sub.CommandPath(), code, want, out.String())
+			}
+			n++
+			walk(sub)
 		}
 	}
+	walk(newRoot())
+	if n < 20 {
+		t.Fatalf("only %d commands", n)
+	}
+	var out, errb bytes.Buffer
+	realMain([]string{"pools", "apply", "--help"}, &out, &errb)
+	if !strings.Contains(out.String(), "Usage:\n  edgelb pools apply -f FILE [flags]\n") || strings.Contains(out.String(), "get") {
+		t.Errorf("pools apply --help:\n%s", out.String())
+	}
+	t.Logf("%d commands, pools apply --help:\n%s", n, out.String())
 }
 
 // TestReadmeConfigIsValid keeps the README's example honest.

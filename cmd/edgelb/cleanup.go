@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/spf13/cobra"
+
 	"github.com/edgelb/edgelb/lb/config"
 	"github.com/edgelb/edgelb/proxy/ipvs"
 	"github.com/edgelb/edgelb/proxy/nft"
@@ -14,15 +16,22 @@ import (
 // cmdCleanup removes every kernel object edgelb owns in this namespace: its
 // nft table, its IPVS services and their SNAT table, and the IPVS device.
 // Nothing else is touched. Used by ExecStopPost and on uninstall.
-func cmdCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("cleanup", "[--config FILE]", stdout)
-	path := fs.String("config", "", "config file (for a non-default IPVS device name); optional")
-	if err := fs.Parse(args); err != nil {
-		return err
+func newCleanupCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "cleanup [--config FILE]",
+		Short: "remove everything edgelb programmed (nft tables, IPVS services, devices)",
+		Args:  noArgs,
 	}
+	path := c.Flags().String("config", "", "config file (for a non-default IPVS device name); optional")
+	_ = c.MarkFlagFilename("config", "yaml", "yml")
+	c.RunE = func(c *cobra.Command, _ []string) error { return cleanup(c.Context(), *path, c.OutOrStdout()) }
+	return c
+}
+
+func cleanup(ctx context.Context, path string, stdout io.Writer) error {
 	dev := config.DefaultIPVSDevice
-	if *path != "" {
-		cfg, err := config.Load(*path)
+	if path != "" {
+		cfg, err := config.Load(path)
 		if err != nil {
 			return err
 		}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
 
 	"github.com/edgelb/edgelb/webui"
@@ -31,37 +31,45 @@ type apiClient struct {
 	hc    *http.Client
 }
 
+// ErrEmptyToken: a --token-file holding nothing (or only white space).
+// Sending no token then would be read as "the token is wrong" by the
+// server, or pass where the server wants none — neither is what the
+// operator meant.
+var ErrEmptyToken = errors.New("the file holds no token (empty or only white space)")
+
 // clientFlags are the flags every REST verb shares.
 type clientFlags struct {
-	server    *string
-	tokenFile *string
-	timeout   *time.Duration
+	server    string
+	tokenFile string
+	timeout   time.Duration
 }
 
-func addClientFlags(fs *flag.FlagSet) clientFlags {
-	return clientFlags{
-		server:    fs.String("server", "http://"+webui.DefaultListen, "edgelb API base URL"),
-		tokenFile: fs.String("token-file", "", "file holding the API token for writes (default: $EDGELB_TOKEN)"),
-		timeout:   fs.Duration("timeout", 10*time.Second, "per-request timeout"),
-	}
+func addClientFlags(fs *pflag.FlagSet) *clientFlags {
+	f := &clientFlags{}
+	fs.StringVar(&f.server, "server", "http://"+webui.DefaultListen, "edgelb API base URL")
+	fs.StringVar(&f.tokenFile, "token-file", "", "file holding the API token for writes (default: $EDGELB_TOKEN)")
+	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "per-request timeout")
+	return f
 }
 
 // client parses the flags once into an apiClient. The token is read from
 // --token-file, else EDGELB_TOKEN; reads need none.
-func (f clientFlags) client() (*apiClient, error) {
-	u, err := url.Parse(*f.server)
+func (f *clientFlags) client() (*apiClient, error) {
+	u, err := url.Parse(f.server)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("--server %q: want http(s)://HOST:PORT", *f.server)
+		return nil, fmt.Errorf("--server %q: want http(s)://HOST:PORT", f.server)
 	}
 	tok := strings.TrimSpace(os.Getenv("EDGELB_TOKEN"))
-	if *f.tokenFile != "" {
-		b, err := os.ReadFile(*f.tokenFile)
+	if f.tokenFile != "" {
+		b, err := os.ReadFile(f.tokenFile)
 		if err != nil {
 			return nil, fmt.Errorf("--token-file: %w", err)
 		}
-		tok = strings.TrimSpace(string(b))
+		if tok = strings.TrimSpace(string(b)); tok == "" {
+			return nil, fmt.Errorf("--token-file %q: %w", f.tokenFile, ErrEmptyToken)
+		}
 	}
-	return &apiClient{base: u, token: tok, hc: &http.Client{Timeout: *f.timeout}}, nil
+	return &apiClient{base: u, token: tok, hc: &http.Client{Timeout: f.timeout}}, nil
 }
 
 // do sends body (JSON-encoded when not nil) and decodes a 2xx answer into
@@ -154,60 +162,4 @@ func strictJSON(b []byte, v any) error {
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
 	return d.Decode(v)
-}
-
-// objectVerbs runs `edgelb pools|services get|apply -f|delete`.
-func objectVerbs(kind string, ctx context.Context, args []string, stdout io.Writer,
-	get func(*apiClient, context.Context, []string, bool, io.Writer) error,
-	apply func(*apiClient, context.Context, string, io.Writer) error) error {
-	synopsis := "get [NAME...] [-o json] | apply -f FILE | delete NAME..."
-	if len(args) == 0 {
-		return &exitError{code: 2, err: fmt.Errorf("want a verb: %s", synopsis)}
-	}
-	verb := args[0]
-	if verb == "-h" || verb == "-help" || verb == "--help" {
-		fmt.Fprintf(stdout, "Usage: edgelb %s %s\n\nRun 'edgelb %s VERB --help' for a verb's flags.\n", kind, synopsis, kind)
-		return flag.ErrHelp
-	}
-	fs := newFlags(kind+" "+verb, synopsis, stdout)
-	cf := addClientFlags(fs)
-	file := fs.String("f", "", "file with one object or a list, JSON or YAML (- for stdin); apply only")
-	output := fs.String("o", "table", "output: table or json; get only")
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
-	}
-	c, err := cf.client()
-	if err != nil {
-		return &exitError{code: 2, err: err}
-	}
-	switch verb {
-	case "get":
-		if *output != "table" && *output != "json" {
-			return &exitError{code: 2, err: fmt.Errorf("-o %q: want table or json", *output)}
-		}
-		return get(c, ctx, fs.Args(), *output == "json", stdout)
-	case "apply":
-		if *file == "" {
-			return &exitError{code: 2, err: errors.New("apply needs -f FILE")}
-		}
-		return apply(c, ctx, *file, stdout)
-	case "delete":
-		if fs.NArg() == 0 {
-			return &exitError{code: 2, err: errors.New("delete needs at least one NAME")}
-		}
-		for _, n := range fs.Args() {
-			if _, err := c.do(ctx, http.MethodDelete, "/api/v1/"+kind+"/"+url.PathEscape(n), nil, nil); err != nil {
-				return err
-			}
-			fmt.Fprintf(stdout, "%s/%s deleted\n", kind, n)
-		}
-		return nil
-	}
-	return &exitError{code: 2, err: fmt.Errorf("unknown verb %q: want %s", verb, synopsis)}
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }

@@ -4,52 +4,78 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
-	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/edgelb/edgelb/webui"
 )
 
-func cmdPools(ctx context.Context, args []string, stdout, _ io.Writer) error {
-	return objectVerbs("pools", ctx, args, stdout, getPools, applyPools)
-}
+var (
+	poolsKind    = objectKind{name: "pools", get: getPools, apply: applyPools}
+	servicesKind = objectKind{name: "services", get: getServices, apply: applyServices}
+)
 
-func cmdServices(ctx context.Context, args []string, stdout, _ io.Writer) error {
-	return objectVerbs("services", ctx, args, stdout, getServices, applyServices)
-}
-
-func getPools(c *apiClient, ctx context.Context, names []string, asJSON bool, w io.Writer) error {
-	var ps []webui.PoolStatus
+// getList reads every item of a collection, or the named ones.
+func getList[T any](ctx context.Context, c *apiClient, kind string, names []string) ([]T, error) {
+	var items []T
 	if len(names) == 0 {
-		if _, err := c.do(ctx, http.MethodGet, "/api/v1/pools", nil, &ps); err != nil {
-			return err
+		if _, err := c.do(ctx, http.MethodGet, "/api/v1/"+kind, nil, &items); err != nil {
+			return nil, err
 		}
 	}
 	for _, n := range names {
-		var p webui.PoolStatus
-		if _, err := c.do(ctx, http.MethodGet, "/api/v1/pools/"+url.PathEscape(n), nil, &p); err != nil {
-			return err
+		var it T
+		if _, err := c.do(ctx, http.MethodGet, "/api/v1/"+kind+"/"+url.PathEscape(n), nil, &it); err != nil {
+			return nil, err
 		}
-		ps = append(ps, p)
+		items = append(items, it)
 	}
-	if asJSON {
-		return writeJSON(w, ps)
+	return items, nil
+}
+
+func getPools(ctx context.Context, c *apiClient, names []string, format string, w io.Writer) error {
+	ps, err := getList[webui.PoolStatus](ctx, c, "pools", names)
+	if err != nil {
+		return err
 	}
+	if done, err := writeStructured(w, format, ps); done {
+		return err
+	}
+	wide := format == outWide
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tADDRESSES\tAUTOASSIGN\tSIZE\tUSED")
+	fmt.Fprint(tw, "NAME\tADDRESSES\tAUTOASSIGN\tSIZE\tUSED\tORIGIN")
+	if wide {
+		fmt.Fprint(tw, "\tAVOIDBUGGYIPS\tCOMMUNITIES\tLOCALPREF")
+	}
+	fmt.Fprintln(tw)
 	for _, p := range ps {
-		fmt.Fprintf(tw, "%s\t%s\t%t\t%d\t%d\n", p.Spec.Name, strings.Join(p.Spec.Addresses, ","), p.Spec.AutoAssign == nil || *p.Spec.AutoAssign, p.Size, p.Used)
+		fmt.Fprintf(tw, "%s\t%s\t%t\t%d\t%d\t%s", p.Spec.Name, strings.Join(p.Spec.Addresses, ","),
+			p.Spec.AutoAssign == nil || *p.Spec.AutoAssign, p.Size, p.Used, dash(p.Origin))
+		if wide {
+			comm, pref := "-", "-"
+			if a := p.Spec.Advertisement; a != nil {
+				if all := append(append([]string(nil), a.Communities...), a.LargeCommunities...); len(all) > 0 {
+					comm = strings.Join(all, ",")
+				}
+				if a.LocalPref != 0 {
+					pref = strconv.FormatInt(a.LocalPref, 10)
+				}
+			}
+			fmt.Fprintf(tw, "\t%t\t%s\t%s", p.Spec.AvoidBuggyIPs, comm, pref)
+		}
+		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
 }
 
 // applyPools creates each pool, or replaces it when it exists (POST
 // answers 409 for a name in use; PUT then replaces).
-func applyPools(c *apiClient, ctx context.Context, file string, w io.Writer) error {
-	ps, err := readObjects[webui.PoolSpec](file, os.Stdin)
+func applyPools(ctx context.Context, c *apiClient, file string, stdin io.Reader, w io.Writer) error {
+	ps, err := readObjects[webui.PoolSpec](file, stdin)
 	if err != nil {
 		return err
 	}
@@ -73,38 +99,46 @@ func applyPools(c *apiClient, ctx context.Context, file string, w io.Writer) err
 	return nil
 }
 
-func getServices(c *apiClient, ctx context.Context, names []string, asJSON bool, w io.Writer) error {
-	var ss []webui.ServiceStatus
-	if len(names) == 0 {
-		if _, err := c.do(ctx, http.MethodGet, "/api/v1/services", nil, &ss); err != nil {
-			return err
-		}
+func getServices(ctx context.Context, c *apiClient, names []string, format string, w io.Writer) error {
+	ss, err := getList[webui.ServiceStatus](ctx, c, "services", names)
+	if err != nil {
+		return err
 	}
-	for _, n := range names {
-		var s webui.ServiceStatus
-		if _, err := c.do(ctx, http.MethodGet, "/api/v1/services/"+url.PathEscape(n), nil, &s); err != nil {
-			return err
-		}
-		ss = append(ss, s)
+	if done, err := writeStructured(w, format, ss); done {
+		return err
 	}
-	if asJSON {
-		return writeJSON(w, ss)
-	}
+	wide := format == outWide
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tVIPS\tPORTS\tBACKENDS\tPOOL\tPENDING")
+	fmt.Fprint(tw, "NAME\tVIPS\tPORTS\tBACKENDS\tPOOL\tORIGIN")
+	if wide {
+		fmt.Fprint(tw, "\tSCHEDULER\tMETHOD\tENDPOINTS\tFAILED")
+	}
+	fmt.Fprintln(tw, "\tPENDING")
 	for _, s := range ss {
 		var ports []string
 		for _, p := range s.Spec.Ports {
 			ports = append(ports, fmt.Sprintf("%d/%s", p.Port, p.Protocol))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", s.Spec.Name, strings.Join(s.Assigned, ","), strings.Join(ports, ","),
-			len(s.Spec.Backends), s.Spec.Pool, s.Pending)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s", s.Spec.Name, strings.Join(s.Assigned, ","), strings.Join(ports, ","),
+			len(s.Spec.Backends), s.Spec.Pool, dash(s.Origin))
+		if wide {
+			var eps []string
+			for _, b := range s.Spec.Backends {
+				ep := b.Address
+				if b.Port != 0 {
+					ep = net.JoinHostPort(b.Address, strconv.Itoa(b.Port))
+				}
+				eps = append(eps, ep)
+			}
+			fmt.Fprintf(tw, "\t%s\t%s\t%s\t%s", dash(s.Spec.Scheduler), dash(s.Spec.Method), dash(strings.Join(eps, ",")), dash(s.Failed))
+		}
+		fmt.Fprintf(tw, "\t%s\n", s.Pending)
 	}
 	return tw.Flush()
 }
 
-func applyServices(c *apiClient, ctx context.Context, file string, w io.Writer) error {
-	ss, err := readObjects[webui.ServiceSpec](file, os.Stdin)
+func applyServices(ctx context.Context, c *apiClient, file string, stdin io.Reader, w io.Writer) error {
+	ss, err := readObjects[webui.ServiceSpec](file, stdin)
 	if err != nil {
 		return err
 	}
@@ -115,4 +149,13 @@ func applyServices(c *apiClient, ctx context.Context, file string, w io.Writer) 
 		fmt.Fprintf(w, "services/%s applied\n", s.Name)
 	}
 	return nil
+}
+
+// dash stands for an empty cell, and for an ORIGIN the server does not
+// send (an edgelb from before the field).
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

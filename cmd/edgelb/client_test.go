@@ -9,9 +9,12 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/yaml"
 
 	"github.com/edgelb/edgelb/lb/engine"
 	"github.com/edgelb/edgelb/lb/store"
@@ -36,6 +39,11 @@ func (f staticFlows) Watch(ctx context.Context, fn func(proxy.FlowEvent)) error 
 // apiServer runs the real webui handlers over the real engine on an
 // in-memory store, with fixed flows and health, behind httptest.
 func apiServer(t *testing.T, flows staticFlows, health []webui.BackendHealth) string {
+	return apiServerWith(t, flows, health, nil)
+}
+
+// apiServerWith is apiServer with setup run on the running engine first.
+func apiServerWith(t *testing.T, flows staticFlows, health []webui.BackendHealth, setup func(*engine.Engine)) string {
 	t.Helper()
 	eng, err := engine.NewEngine(store.NewMem(), engine.Options{})
 	if err != nil {
@@ -44,6 +52,9 @@ func apiServer(t *testing.T, flows staticFlows, health []webui.BackendHealth) st
 	ctx, cancel := context.WithCancel(context.Background())
 	engDone := make(chan struct{})
 	go func() { _ = eng.Run(ctx); close(engDone) }()
+	if setup != nil {
+		setup(eng)
+	}
 	srv, err := webui.New(webui.Options{Manager: eng, Token: clientTestToken, RateLimit: -1, Flows: flows,
 		FlowWatchIdle: -1, Health: func() []webui.BackendHealth { return health }})
 	if err != nil {
@@ -62,14 +73,8 @@ func run(t *testing.T, args ...string) (string, error) {
 	var out, errb bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, c := range commands {
-		if c.name == args[0] {
-			err := c.run(ctx, args[1:], &out, &errb)
-			return out.String(), err
-		}
-	}
-	t.Fatalf("no command %q", args[0])
-	return "", nil
+	_, err := execute(ctx, args, strings.NewReader(""), &out, &errb)
+	return out.String(), err
 }
 
 func writeFile(t *testing.T, name, body string) string {
@@ -126,7 +131,7 @@ scheduler: wrr
 		t.Fatalf("services apply: %q %v", out, err)
 	}
 	out, err = run(t, "pools", "get", "--server", url)
-	if err != nil || !strings.Contains(out, "default  192.0.2.10-192.0.2.30  true        21    1") {
+	if err != nil || !strings.Contains(out, "default  192.0.2.10-192.0.2.30  true        21    1     api") {
 		t.Fatalf("pools get:\n%s %v", out, err)
 	}
 	out, err = run(t, "services", "get", "--server", url, "-o", "json", "web")
@@ -153,6 +158,12 @@ scheduler: wrr
 		t.Fatalf("status -o json: %s %v", out, err)
 	}
 
+	out, err = run(t, "status", "-o", "yaml", "--server", url)
+	var vy []statusVirtual
+	if err != nil || yaml.UnmarshalStrict([]byte(out), &vy) != nil || !reflect.DeepEqual(vy, vs) {
+		t.Fatalf("status -o yaml: %s %v", out, err)
+	}
+
 	if out, err := run(t, "services", "delete", "--server", url, "web"); err != nil || out != "services/web deleted\n" {
 		t.Fatalf("services delete: %q %v", out, err)
 	}
@@ -169,7 +180,10 @@ func TestStatusWatchStopsOnCancel(t *testing.T) {
 	var out bytes.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- cmdStatus(ctx, []string{"--server", url, "--watch", "--interval", "10ms"}, &out, &out) }()
+	go func() {
+		_, err := execute(ctx, []string{"status", "--server", url, "--watch", "--interval", "10ms"}, strings.NewReader(""), &out, &out)
+		done <- err
+	}()
 	cancel()
 	select {
 	case err := <-done:

@@ -1,37 +1,19 @@
-// Command edgelb is the gateway daemon and its tools. This file only
-// dispatches subcommands; each lives in its own file and does wiring only.
+// Command edgelb is the gateway daemon and its tools. This file only runs
+// the command line (root.go, spf13/cobra) and turns its outcome into an
+// exit code; each command lives in its own file and does wiring only.
 package main
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/spf13/cobra"
 )
-
-type command struct {
-	name    string
-	summary string
-	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
-}
-
-var commands = []command{
-	{"run", "run the gateway daemon", cmdRun},
-	{"check", "validate a config and the host without touching the kernel", cmdCheck},
-	{"demo", "build a namespace lab and show edgelb forwarding real traffic", cmdDemo},
-	{"cleanup", "remove everything edgelb programmed (nft tables, IPVS services, devices)", cmdCleanup},
-	{"backend-setup", "print or apply what a DR/tunnel backend needs", cmdBackendSetup},
-	{"status", "an ipvsadm -ln-like table of VIPs, backends, connections and health from the REST API", cmdStatus},
-	{"pools", "REST client: pools get|apply -f|delete", cmdPools},
-	{"services", "REST client: services get|apply -f|delete", cmdServices},
-	{"store", "store copy --from bbolt:PATH --to etcd:URL: move a gateway's state into a fleet's etcd", cmdStore},
-	{"migrate", "convert MetalLB objects or a keepalived.conf into edgelb configuration, with a report", cmdMigrate},
-	{"version", "print the version", cmdVersion},
-}
 
 // exitError carries a process exit code through the error chain.
 type exitError struct {
@@ -42,61 +24,49 @@ type exitError struct {
 func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
-func usage(w io.Writer) {
-	fmt.Fprintf(w, "edgelb: a front door for LoadBalancer and NodePort services on bare-metal gateways\n\nUsage: edgelb COMMAND [flags]\n\nCommands:\n")
-	for _, c := range commands {
-		fmt.Fprintf(w, "  %-14s %s\n", c.name, c.summary)
-	}
-	fmt.Fprintf(w, "\nRun 'edgelb COMMAND --help' for a command's flags.\n")
-}
+// exitUsage is the exit code of a command line that cannot be run as
+// written: an unknown command or flag, a bad flag value, a missing argument.
+const exitUsage = 2
 
 func main() {
 	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
 }
 
 func realMain(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(stdout)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
-	}
-	for _, c := range commands {
-		if c.name != args[0] {
-			continue
-		}
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		defer stop()
-		err := c.run(ctx, args[1:], stdout, stderr)
-		var ee *exitError
-		switch {
-		case err == nil:
-			return 0
-		case errors.Is(err, flag.ErrHelp):
-			return 0
-		case errors.As(err, &ee):
-			if ee.err != nil && ee.err.Error() != "" {
-				fmt.Fprintf(stderr, "edgelb %s: %v\n", c.name, ee.err)
-			}
-			return ee.code
-		default:
-			fmt.Fprintf(stderr, "edgelb %s: %v\n", c.name, err)
-			return 1
-		}
-	}
-	fmt.Fprintf(stderr, "edgelb: unknown command %q\n\n", args[0])
-	usage(stderr)
-	return 2
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return runMain(ctx, args, os.Stdin, stdout, stderr)
 }
 
-// newFlags makes a FlagSet whose --help prints the command's usage to stdout.
-func newFlags(name, synopsis string, stdout io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stdout)
-	fs.Usage = func() {
-		fmt.Fprintf(stdout, "Usage: edgelb %s %s\n\nFlags:\n", name, synopsis)
-		fs.PrintDefaults()
+// runMain runs one command line and prints its error; it returns the exit
+// code: 0, 1 for a failure, 2 for a usage error, or the command's own.
+func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	cmd, err := execute(ctx, args, stdin, stdout, stderr)
+	var ee *exitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		if ee.err != nil && ee.err.Error() != "" {
+			fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), ee.err)
+		}
+		return ee.code
+	default:
+		fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), err)
+		return 1
 	}
-	return fs
+}
+
+// execute runs one command line and returns the command it ran (for the
+// error's prefix) and its error; an *exitError in it sets the exit code.
+func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (*cobra.Command, error) {
+	if args == nil {
+		args = []string{} // nil would make cobra read os.Args
+	}
+	root := newRoot()
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	return root.ExecuteContextC(ctx)
 }

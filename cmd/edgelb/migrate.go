@@ -3,11 +3,11 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"strings"
+
+	"github.com/spf13/cobra"
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
@@ -15,49 +15,59 @@ import (
 	"github.com/edgelb/edgelb/lb/migrate/metallb"
 )
 
-// stringList is a repeatable flag.
-type stringList []string
-
-func (s *stringList) String() string     { return strings.Join(*s, ",") }
-func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
-
-func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return &exitError{code: 2, err: errors.New("want a source: metallb or keepalived")}
+func newMigrateCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "migrate",
+		Short: "convert MetalLB objects or a keepalived.conf into edgelb configuration, with a report",
 	}
-	switch args[0] {
-	case "-h", "-help", "--help":
-		fmt.Fprintf(stdout, "Usage: edgelb migrate metallb|keepalived [flags]\n\nRun 'edgelb migrate SOURCE --help' for a source's flags.\n")
-		return flag.ErrHelp
-	case "metallb":
-		return migrateMetalLB(ctx, args[1:], stdout, stderr)
-	case "keepalived":
-		return migrateKeepalived(ctx, args[1:], stdout, stderr)
+	group(c)
+	c.AddCommand(newMigrateMetalLBCmd(), newMigrateKeepalivedCmd())
+	return c
+}
+
+// metallbOptions are migrate metallb's flags.
+type metallbOptions struct {
+	files      []string
+	kubeconfig string
+	output     string
+	l2if       string
+	secretDir  string
+	reportPath string
+}
+
+func newMigrateMetalLBCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "metallb (-f FILE... | --kubeconfig PATH) [-o config|crds|cluster-config] [--l2-interface IF]",
+		Short: "MetalLB objects → edgelb config, IPPools, or the Kubernetes-mode config; the report to stderr or --report",
+		Args:  noArgs,
 	}
-	return &exitError{code: 2, err: fmt.Errorf("unknown source %q: want metallb or keepalived", args[0])}
+	var o metallbOptions
+	f := c.Flags()
+	f.StringArrayVarP(&o.files, "filename", "f", nil, "MetalLB YAML (multi-document; repeatable; - for stdin)")
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "read MetalLB's objects from this cluster instead of files")
+	out := addChoiceFlag(c, "output", "o", "config: a standalone edgelb config (pools + announce); crds: edgelb.io IPPool objects; "+
+		"cluster-config: the config for Kubernetes mode", "config", "crds", "cluster-config")
+	f.StringVar(&o.l2if, "l2-interface", "", "interface for L2 announcements when MetalLB names none")
+	f.StringVar(&o.secretDir, "secret-dir", "/etc/edgelb", "where BGP password files for passwordSecret peers are expected")
+	f.StringVar(&o.reportPath, "report", "", "write the report here instead of stderr")
+	_ = c.MarkFlagFilename("filename", "yaml", "yml")
+	c.RunE = func(c *cobra.Command, _ []string) error {
+		if (len(o.files) == 0) == (o.kubeconfig == "") {
+			return usageError(c, errors.New("give -f FILE or --kubeconfig PATH (one of them)"))
+		}
+		o.output = out.val
+		return migrateMetalLB(c.Context(), o, c.InOrStdin(), c.OutOrStdout(), c.ErrOrStderr())
+	}
+	return c
 }
 
 // migrateMetalLB writes the converted configuration to stdout and the
 // report (every unsupported field, every note) to stderr, or to --report.
-func migrateMetalLB(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("migrate metallb", "(-f FILE ... | --kubeconfig PATH) [-o config|crds|cluster-config] [--l2-interface IF]", stdout)
-	var files stringList
-	fs.Var(&files, "f", "MetalLB YAML (multi-document; repeatable; - for stdin)")
-	kubeconfig := fs.String("kubeconfig", "", "read MetalLB's objects from this cluster instead of files")
-	output := fs.String("o", "config", "config: a standalone edgelb config (pools + announce); crds: edgelb.io IPPool objects; cluster-config: the config for Kubernetes mode")
-	l2if := fs.String("l2-interface", "", "interface for L2 announcements when MetalLB names none")
-	secretDir := fs.String("secret-dir", "/etc/edgelb", "where BGP password files for passwordSecret peers are expected")
-	reportPath := fs.String("report", "", "write the report here instead of stderr")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if (len(files) == 0) == (*kubeconfig == "") {
-		return &exitError{code: 2, err: errors.New("give -f FILE or --kubeconfig PATH (one of them)")}
-	}
+func migrateMetalLB(ctx context.Context, o metallbOptions, stdin io.Reader, stdout, stderr io.Writer) error {
 	var objs []*metallb.Object
 	var skipped []string
-	for _, f := range files {
-		var r io.Reader = os.Stdin
+	for _, f := range o.files {
+		r := stdin
 		if f != "-" {
 			fh, err := os.Open(f)
 			if err != nil {
@@ -72,10 +82,10 @@ func migrateMetalLB(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 		objs, skipped = append(objs, o...), append(skipped, s...)
 	}
-	if *kubeconfig != "" {
-		rc, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if o.kubeconfig != "" {
+		rc, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
 		if err != nil {
-			return fmt.Errorf("--kubeconfig %q: %w", *kubeconfig, err)
+			return fmt.Errorf("--kubeconfig %q: %w", o.kubeconfig, err)
 		}
 		dyn, err := dynamic.NewForConfig(rc)
 		if err != nil {
@@ -87,26 +97,24 @@ func migrateMetalLB(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 		objs, skipped = append(objs, o...), append(skipped, missing...)
 	}
-	res, err := metallb.Convert(objs, metallb.Options{L2Interface: *l2if, SecretDir: *secretDir})
+	res, err := metallb.Convert(objs, metallb.Options{L2Interface: o.l2if, SecretDir: o.secretDir})
 	if err != nil {
 		return err
 	}
 	res.Skipped = skipped
 	var out []byte
-	switch *output {
-	case "config":
-		out, err = res.Config()
+	switch o.output {
 	case "crds":
 		out, err = res.Objects()
 	case "cluster-config":
 		out, err = res.ClusterConfig()
 	default:
-		return &exitError{code: 2, err: fmt.Errorf("-o %q: want config, crds or cluster-config", *output)}
+		out, err = res.Config()
 	}
 	if err != nil {
 		return err
 	}
-	return writeMigration(stdout, stderr, *reportPath, out, res.WriteReport)
+	return writeMigration(stdout, stderr, o.reportPath, out, res.WriteReport)
 }
 
 // writeMigration writes a converted configuration to stdout and its report

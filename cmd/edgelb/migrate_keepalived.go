@@ -1,32 +1,42 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"io"
 	"os"
+
+	"github.com/spf13/cobra"
 
 	"github.com/edgelb/edgelb/lb/migrate/keepalived"
 )
 
 // migrateKeepalived writes the edgelb config to stdout and the report to
 // stderr (or --report).
-func migrateKeepalived(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("migrate keepalived", "-f keepalived.conf [--report FILE]", stdout)
-	file := fs.String("f", "", "keepalived.conf (- for stdin)")
-	reportPath := fs.String("report", "", "write the report here instead of stderr")
-	if err := fs.Parse(args); err != nil {
-		return err
+func newMigrateKeepalivedCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "keepalived -f keepalived.conf [--report FILE]",
+		Short: "keepalived's virtual servers, checkers, groups and VRRP VIPs → edgelb config, with a report",
+		Args:  noArgs,
 	}
-	if *file == "" {
-		return &exitError{code: 2, err: errors.New("-f keepalived.conf is required")}
+	file := c.Flags().StringP("filename", "f", "", "keepalived.conf (- for stdin)")
+	reportPath := c.Flags().String("report", "", "write the report here instead of stderr")
+	_ = c.MarkFlagFilename("filename", "conf")
+	c.RunE = func(c *cobra.Command, _ []string) error {
+		if *file == "" {
+			return usageError(c, errors.New("-f keepalived.conf is required"))
+		}
+		return migrateKeepalived(*file, *reportPath, c.InOrStdin(), c.OutOrStdout(), c.ErrOrStderr())
 	}
+	return c
+}
+
+func migrateKeepalived(file, reportPath string, stdin io.Reader, stdout, stderr io.Writer) error {
 	var src []byte
 	var err error
-	if *file == "-" {
-		src, err = io.ReadAll(os.Stdin)
+	if file == "-" {
+		src, err = io.ReadAll(stdin)
 	} else {
-		src, err = os.ReadFile(*file)
+		src, err = os.ReadFile(file)
 	}
 	if err != nil {
 		return err
@@ -43,5 +53,5 @@ func migrateKeepalived(_ context.Context, args []string, stdout, stderr io.Write
 	if err != nil {
 		return err
 	}
-	return writeMigration(stdout, stderr, *reportPath, out, res.WriteReport)
+	return writeMigration(stdout, stderr, reportPath, out, res.WriteReport)
 }

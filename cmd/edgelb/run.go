@@ -3,37 +3,49 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
+
+	"github.com/spf13/cobra"
 
 	"github.com/edgelb/edgelb/cmd/edgelb/internal/daemon"
 	"github.com/edgelb/edgelb/cmd/edgelb/internal/version"
 	"github.com/edgelb/edgelb/lb/store"
 )
 
-func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("run", "--config FILE [--log-format text|json] [--log-level info]", stdout)
-	path := fs.String("config", "/etc/edgelb/config.yaml", "config file")
-	format := fs.String("log-format", "", "log format: text or json (default: the config's log.format, else text)")
-	level := fs.String("log-level", "", "log level: debug, info, warn, error (default: the config's log.level, else info)")
-	if err := fs.Parse(args); err != nil {
-		return err
+func newRunCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "run [--config FILE]",
+		Short: "run the gateway daemon",
+		Args:  noArgs,
 	}
+	path := c.Flags().String("config", "/etc/edgelb/config.yaml", "config file")
+	format := c.Flags().String("log-format", "", "log format: text or json (default: the config's log.format, else text)")
+	level := c.Flags().String("log-level", "", "log level: debug, info, warn, error (default: the config's log.level, else info)")
+	_ = c.MarkFlagFilename("config", "yaml", "yml")
+	c.RunE = func(c *cobra.Command, _ []string) error {
+		return runDaemon(c.Context(), *path, *format, *level, c.ErrOrStderr())
+	}
+	return c
+}
+
+func runDaemon(ctx context.Context, path, format, level string, stderr io.Writer) error {
 	var lvl slog.Level
-	if *level != "" {
-		if err := lvl.UnmarshalText([]byte(*level)); err != nil {
-			return &exitError{2, err}
+	if level != "" {
+		if err := lvl.UnmarshalText([]byte(level)); err != nil {
+			return &exitError{exitUsage, fmt.Errorf("--log-level %q: %w", level, err)}
 		}
 	}
 	opts := &slog.HandlerOptions{Level: lvl}
 	var h slog.Handler = slog.NewTextHandler(stderr, opts)
-	if *format == "json" {
+	if format == "json" {
 		h = slog.NewJSONHandler(stderr, opts)
 	}
 	log := slog.New(h)
-	log.Info("starting", "version", version.String(), "config", *path, "pid", os.Getpid())
-	return runExit(daemon.Run(ctx, daemon.Options{ConfigPath: *path, Logger: log}))
+	log.Info("starting", "version", version.String(), "config", path, "pid", os.Getpid())
+	return runExit(daemon.Run(ctx, daemon.Options{ConfigPath: path, Logger: log}))
 }
 
 // Exit codes of `edgelb run` beyond 0, 1 (any other failure) and 2 (usage):

@@ -12,6 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/edgelb/edgelb/webui"
 )
 
@@ -35,45 +37,49 @@ type statusVirtual struct {
 	Backends  []statusBackend `json:"backends"`
 }
 
-func cmdStatus(ctx context.Context, args []string, stdout, _ io.Writer) error {
-	fs := newFlags("status", "[--server URL] [--watch] [--interval 2s] [-o table|json]", stdout)
-	cf := addClientFlags(fs)
-	watch := fs.Bool("watch", false, "redraw every --interval until interrupted")
-	interval := fs.Duration("interval", 2*time.Second, "redraw period with --watch")
-	output := fs.String("o", "table", "output: table or json")
-	if err := fs.Parse(args); err != nil {
-		return err
+func newStatusCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "status [--server URL] [--watch] [--interval 2s] [-o table|json|yaml]",
+		Short: "an ipvsadm -ln-like table of VIPs, backends, connections and health from the REST API",
+		Args:  noArgs,
 	}
-	if *output != "table" && *output != "json" {
-		return &exitError{code: 2, err: fmt.Errorf("-o %q: want table or json", *output)}
+	cf := addClientFlags(c.Flags())
+	watch := c.Flags().Bool("watch", false, "redraw every --interval until interrupted")
+	interval := c.Flags().Duration("interval", 2*time.Second, "redraw period with --watch")
+	output := addOutputFlag(c, outTable, outJSON, outYAML)
+	c.RunE = func(c *cobra.Command, _ []string) error {
+		if *interval <= 0 {
+			return usageError(c, fmt.Errorf("--interval %q: must be positive", interval.String()))
+		}
+		cl, err := cf.client()
+		if err != nil {
+			return &exitError{exitUsage, err}
+		}
+		return status(c.Context(), cl, *watch, *interval, output.val, c.OutOrStdout())
 	}
-	if *interval <= 0 {
-		return &exitError{code: 2, err: fmt.Errorf("--interval %q: must be positive", interval.String())}
-	}
-	c, err := cf.client()
-	if err != nil {
-		return &exitError{code: 2, err: err}
-	}
+	return c
+}
+
+func status(ctx context.Context, c *apiClient, watch bool, interval time.Duration, format string, stdout io.Writer) error {
 	for {
 		vs, err := collectStatus(ctx, c)
 		if err != nil {
 			return err
 		}
-		if *watch && *output == "table" {
+		if watch && format == outTable {
 			fmt.Fprint(stdout, "\x1b[H\x1b[2J") // home and clear, like watch(1)
 		}
-		if *output == "json" {
-			err = writeJSON(stdout, vs)
-		} else {
+		done, err := writeStructured(stdout, format, vs)
+		if !done {
 			err = writeStatusTable(stdout, vs)
 		}
-		if err != nil || !*watch {
+		if err != nil || !watch {
 			return err
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(*interval):
+		case <-time.After(interval):
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/edgelb/edgelb/lb/config"
 	"github.com/edgelb/edgelb/lb/store"
@@ -47,45 +48,62 @@ func parseStoreSpec(flag, s string) (storeSpec, error) {
 	return storeSpec{}, fmt.Errorf("--%s %q: %w", flag, s, errStoreSpec)
 }
 
-func cmdStore(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	const use = "Usage: edgelb store copy --from bbolt:PATH --to etcd:URL[,URL...] [flags] (edgelb store copy --help)\n"
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprint(stdout, use)
-		if len(args) == 0 {
-			return &exitError{code: 2, err: errors.New("")}
+func newStoreCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "store",
+		Short: "store copy --from bbolt:PATH --to etcd:URL: move a gateway's state into a fleet's etcd",
+	}
+	group(c)
+	c.AddCommand(newStoreCopyCmd())
+	return c
+}
+
+// storeCopyOptions are store copy's flags, the specs parsed.
+type storeCopyOptions struct {
+	src, dst      storeSpec
+	prefix        string
+	ca, cert, key string
+}
+
+func newStoreCopyCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "copy --from bbolt:PATH --to etcd:URL[,URL...] [--prefix /edgelb] [--ca F --cert F --key F]",
+		Short: "move a stopped gateway's state file into a fleet's etcd, in one transaction, read back and compared",
+		Args:  noArgs,
+	}
+	var o storeCopyOptions
+	f := c.Flags()
+	from := f.String("from", "", "source: bbolt:PATH (a stopped gateway's edgelb.db)")
+	to := f.String("to", "", "destination: etcd:URL[,URL...] (the fleet's members)")
+	f.StringVar(&o.prefix, "prefix", config.DefaultEtcdPrefix, "key prefix of the fleet's state in etcd")
+	f.StringVar(&o.ca, "ca", "", "etcd: CA certificate file")
+	f.StringVar(&o.cert, "cert", "", "etcd: client certificate file")
+	f.StringVar(&o.key, "key", "", "etcd: client key file")
+	c.RunE = func(c *cobra.Command, _ []string) error {
+		var err error
+		if o.src, err = parseStoreSpec("from", *from); err != nil {
+			return usageError(c, err)
 		}
-		return nil
+		if o.dst, err = parseStoreSpec("to", *to); err != nil {
+			return usageError(c, err)
+		}
+		if o.src.kind != "bbolt" || o.dst.kind != "etcd" {
+			return usageError(c, fmt.Errorf("copy goes from bbolt: to etcd: (moving a gateway into a fleet); got %s: to %s:", o.src.kind, o.dst.kind))
+		}
+		cfg := &config.Config{State: config.State{Dir: "/", Type: config.StateEtcd, Etcd: &config.Etcd{Endpoints: o.dst.endpoints,
+			Prefix: o.prefix, CA: o.ca, Cert: o.cert, Key: o.key}}}
+		if err := cfg.ValidateState(); err != nil {
+			return usageError(c, err)
+		}
+		return storeCopy(o, c.OutOrStdout())
 	}
-	if args[0] != "copy" {
-		fmt.Fprint(stderr, use)
-		return &exitError{code: 2, err: fmt.Errorf("unknown store command %q", args[0])}
-	}
-	fs := newFlags("store copy", "--from bbolt:PATH --to etcd:URL[,URL...]", stdout)
-	from := fs.String("from", "", "source: bbolt:PATH (a stopped gateway's edgelb.db)")
-	to := fs.String("to", "", "destination: etcd:URL[,URL...] (the fleet's members)")
-	prefix := fs.String("prefix", config.DefaultEtcdPrefix, "key prefix of the fleet's state in etcd")
-	ca := fs.String("ca", "", "etcd: CA certificate file")
-	cert := fs.String("cert", "", "etcd: client certificate file")
-	key := fs.String("key", "", "etcd: client key file")
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
-	}
-	src, err := parseStoreSpec("from", *from)
-	if err != nil {
-		return &exitError{code: 2, err: err}
-	}
-	dst, err := parseStoreSpec("to", *to)
-	if err != nil {
-		return &exitError{code: 2, err: err}
-	}
-	if src.kind != "bbolt" || dst.kind != "etcd" {
-		return &exitError{code: 2, err: fmt.Errorf("copy goes from bbolt: to etcd: (moving a gateway into a fleet); got %s: to %s:", src.kind, dst.kind)}
-	}
-	c := &config.Config{State: config.State{Dir: "/", Type: config.StateEtcd, Etcd: &config.Etcd{Endpoints: dst.endpoints, Prefix: *prefix, CA: *ca, Cert: *cert, Key: *key}}}
-	if err := c.ValidateState(); err != nil {
-		return &exitError{code: 2, err: err}
-	}
-	tc, err := store.EtcdTLS("--", *ca, *cert, *key)
+	return c
+}
+
+// storeCopy copies the file into an empty etcd prefix and reads it back.
+func storeCopy(o storeCopyOptions, stdout io.Writer) error {
+	src, dst := o.src, o.dst
+	tc, err := store.EtcdTLS("--", o.ca, o.cert, o.key)
 	if err != nil {
 		return err
 	}
@@ -101,7 +119,7 @@ func cmdStore(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	host, _ := os.Hostname()
-	e, err := store.OpenEtcd(store.EtcdOptions{Endpoints: dst.endpoints, TLS: tc, Prefix: *prefix, Gateway: host + " (store copy)",
+	e, err := store.OpenEtcd(store.EtcdOptions{Endpoints: dst.endpoints, TLS: tc, Prefix: o.prefix, Gateway: host + " (store copy)",
 		StartTimeout: 10 * time.Second})
 	if err != nil {
 		return err
@@ -114,7 +132,7 @@ func cmdStore(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if n := len(have.Pools) + len(have.Services) + len(have.Assignments); n > 0 {
 		return fmt.Errorf("etcd prefix %s already holds %d pools, %d services, %d assignments: copying would merge two "+
 			"states that may give one address to two services; copy into an empty prefix (a new fleet) only",
-			*prefix, len(have.Pools), len(have.Services), len(have.Assignments))
+			o.prefix, len(have.Pools), len(have.Services), len(have.Assignments))
 	}
 	ch := store.Change{PutAssignments: st.Assignments}
 	for _, n := range store.Names(st.Pools) {
@@ -136,7 +154,7 @@ func cmdStore(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return errors.New("read back from etcd differs from the file: the copy is not trustworthy; remove the prefix and retry")
 	}
 	fmt.Fprintf(stdout, "copied %d pools, %d services, %d assignments from %s to etcd prefix %s (revision %d); read back identical\n",
-		len(st.Pools), len(st.Services), len(st.Assignments), src.path, *prefix, e.Revision())
+		len(st.Pools), len(st.Services), len(st.Assignments), src.path, o.prefix, e.Revision())
 	return nil
 }
 

@@ -1,18 +1,21 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"io"
+
+	"github.com/spf13/cobra"
 
 	"github.com/edgelb/edgelb/cmd/edgelb/internal/version"
 )
 
-func cmdVersion(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("version", "", stdout)
-	if err := fs.Parse(args); err != nil {
-		return err
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "print the version",
+		Args:  noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			fmt.Fprintln(c.OutOrStdout(), version.String())
+			return nil
+		},
 	}
-	fmt.Fprintln(stdout, version.String())
-	return nil
 }

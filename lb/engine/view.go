@@ -52,10 +52,11 @@ func (e *Engine) read(ctx context.Context) (*view, error) {
 }
 
 func (v *view) poolStatus(name string) lb.PoolStatus {
-	p := v.pools[name].Pool
+	sp := v.pools[name]
+	p := sp.Pool
 	p.Ranges = append([]lb.Range(nil), p.Ranges...)
 	size, used := v.alloc.Usage(name)
-	return lb.PoolStatus{Pool: p, Size: size, Used: used}
+	return lb.PoolStatus{Pool: p, Size: size, Used: used, Origin: lb.Origin(sp.Origin)}
 }
 
 func (v *view) serviceStatus(name string) lb.ServiceStatus {
@@ -64,7 +65,8 @@ func (v *view) serviceStatus(name string) lb.ServiceStatus {
 	if failed == "" {
 		failed = v.disagree[name] // fleet: this gateway's config file says otherwise (fleet.go)
 	}
-	return lb.ServiceStatus{Spec: store.CloneSpec(s.Spec), VIPs: v.alloc.IPs(name), Pending: s.pending, Failed: failed}
+	return lb.ServiceStatus{Spec: store.CloneSpec(s.Spec), VIPs: v.alloc.IPs(name), Pending: s.pending, Failed: failed,
+		Origin: lb.Origin(s.Origin)}
 }
 
 func notFound(kind, name string) error {

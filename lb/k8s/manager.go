@@ -68,7 +68,7 @@ func (m manager) poolObjects() []*unstructured.Unstructured {
 
 func (m manager) status(p lb.Pool, used map[string]int) lb.PoolStatus {
 	size := poolSize(&p)
-	st := lb.PoolStatus{Pool: p, Used: used[p.Name], Size: uint64(size)}
+	st := lb.PoolStatus{Pool: p, Used: used[p.Name], Size: uint64(size), Origin: lb.OriginKubernetes}
 	if size == math.MaxInt64 {
 		st.Size = math.MaxUint64
 	}
@@ -221,7 +221,7 @@ func (m manager) Service(ctx context.Context, name string) (lb.ServiceStatus, er
 
 func (m manager) serviceStatus(s *corev1.Service) lb.ServiceStatus {
 	st := lb.ServiceStatus{Spec: lb.ServiceSpec{Name: s.Namespace + "/" + s.Name,
-		Scheduler: m.c.opts.Scheduler, Method: m.c.opts.methodFor(s)}}
+		Scheduler: m.c.opts.Scheduler, Method: m.c.opts.methodFor(s)}, Origin: lb.OriginKubernetes}
 	in, err := parseIntent(s)
 	if err == nil {
 		st.Spec.Pool, st.Spec.SharingKey, st.Spec.Families = in.Req.Pool, in.Req.SharingKey, in.Families
