@@ -101,7 +101,7 @@ func cmdStore(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	host, _ := os.Hostname()
-	e, err := store.OpenEtcd(store.EtcdOptions{Endpoints: dst.endpoints, TLS: tc, Prefix: *prefix, Gateway: host + " (store copy)",
+	e, err := store.OpenEtcd(ctx, store.EtcdOptions{Endpoints: dst.endpoints, TLS: tc, Prefix: *prefix, Gateway: host + " (store copy)",
 		StartTimeout: 10 * time.Second})
 	if err != nil {
 		return err
