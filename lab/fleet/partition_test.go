@@ -89,7 +89,20 @@ func TestFleetMemberPartition(t *testing.T) {
 		}
 		l.cut(m)
 		t0 := time.Now()
+		// Whether the cut member knows it has no leader (it then refuses
+		// require-leader requests at once), read half-way through.
+		hasLeader := make(chan string, 1)
+		time.AfterFunc(window/2, func() {
+			_, body, err := l.etcdGet(m, "/metrics")
+			for _, line := range strings.Split(body, "\n") {
+				if strings.HasPrefix(line, "etcd_server_has_leader ") {
+					body = line
+				}
+			}
+			hasLeader <- fmt.Sprintf("%.40s %v", body, err)
+		})
 		dup, lost, st := run(role[:1])
+		t.Logf("%s m%d half-way through the cut: %s", role, m, <-hasLeader)
 		l.heal(m)
 		cutFor := time.Since(t0)
 		l.waitEtcd(30 * time.Second)
@@ -112,11 +125,14 @@ func TestFleetMemberPartition(t *testing.T) {
 // (since from) they were sent in: "3:12 4:7" (where the stalls were).
 func slowBySecond(st churnStats, from time.Time) string {
 	n := map[int]int{}
+	var slow []string
 	for i, d := range st.lat {
 		if d > 500*time.Millisecond {
 			n[int(st.at[i].Sub(from)/time.Second)]++
+			slow = append(slow, fmt.Sprintf("%.1fs:%dms", st.at[i].Sub(from).Seconds(), d.Milliseconds()))
 		}
 	}
+	defer func() { fmt.Println("slow writes (sent at:took):", strings.Join(slow, " ")) }()
 	var out []string
 	for _, s := range slices.Sorted(maps.Keys(n)) {
 		out = append(out, fmt.Sprintf("%d:%d", s, n[s]))
