@@ -122,7 +122,8 @@ func TestFleetMemberPartition(t *testing.T) {
 }
 
 // slowBySecond counts the writes that took over 500 ms by the second
-// (since from) they were sent in: "3:12 4:7" (where the stalls were).
+// (since from) they were sent in: "3:12 4:7" (where the stalls were), and
+// lists them.
 func slowBySecond(st churnStats, from time.Time) string {
 	n := map[int]int{}
 	var slow []string
@@ -132,10 +133,9 @@ func slowBySecond(st churnStats, from time.Time) string {
 			slow = append(slow, fmt.Sprintf("%.1fs:%dms", st.at[i].Sub(from).Seconds(), d.Milliseconds()))
 		}
 	}
-	defer func() { fmt.Println("slow writes (sent at:took):", strings.Join(slow, " ")) }()
 	var out []string
 	for _, s := range slices.Sorted(maps.Keys(n)) {
 		out = append(out, fmt.Sprintf("%d:%d", s, n[s]))
 	}
-	return strings.Join(out, " ")
+	return strings.Join(out, " ") + "; each (sent at:took): " + strings.Join(slow, " ")
 }
