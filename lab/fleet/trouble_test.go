@@ -234,6 +234,14 @@ func TestFleetEtcdTrouble(t *testing.T) {
 	if code != http.StatusServiceUnavailable {
 		t.Errorf("a write during the outage answered %d, want 503", code)
 	}
+	// DELETE too, of a name this gateway holds and of one it does not
+	// (issue 35: its view, which cannot be confirmed, answered 404).
+	for _, name := range []string{"vip-0", "never-created"} {
+		code, body, _, _ := l.client(2, 3).do(http.MethodDelete, "/api/v1/services/"+name, "")
+		if code != http.StatusServiceUnavailable {
+			t.Errorf("DELETE %s during the outage answered %d %s, want 503", name, code, strings.TrimSpace(string(body)))
+		}
+	}
 	time.Sleep(time.Until(down.Add(30 * time.Second)))
 	// Writes answered once every gateway knew the store was gone.
 	outage := wl.in(stale, time.Now())

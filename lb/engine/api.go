@@ -27,7 +27,7 @@ func (e *Engine) serviceStatus(name string) lb.ServiceStatus { return e.current(
 // CreatePool adds a pool (origin api). It refuses a name in use and ranges
 // overlapping another pool (*lb.ConflictError quoting both ranges).
 func (e *Engine) CreatePool(ctx context.Context, p lb.Pool) (out lb.PoolStatus, err error) {
-	err = e.do(ctx, func() error {
+	err = e.write(ctx, func() error {
 		if err := lb.ValidateStandalonePool(&p); err != nil {
 			return err
 		}
@@ -49,7 +49,7 @@ func (e *Engine) CreatePool(ctx context.Context, p lb.Pool) (out lb.PoolStatus, 
 // and dropping an address that is assigned. A config-file pool is refused
 // (409 naming the file, see configorigin.go).
 func (e *Engine) UpdatePool(ctx context.Context, p lb.Pool) (out lb.PoolStatus, err error) {
-	err = e.do(ctx, func() error {
+	err = e.write(ctx, func() error {
 		if err := lb.ValidateStandalonePool(&p); err != nil {
 			return err
 		}
@@ -73,7 +73,7 @@ func (e *Engine) UpdatePool(ctx context.Context, p lb.Pool) (out lb.PoolStatus, 
 
 // DeletePool removes a pool; it refuses while any of its addresses is assigned.
 func (e *Engine) DeletePool(ctx context.Context, name string) error {
-	return e.do(ctx, func() error {
+	return e.write(ctx, func() error {
 		old, ok := e.pools[name]
 		if !ok {
 			return notFound("pool", name)
@@ -192,7 +192,7 @@ func (e *Engine) checkDataplane(spec *lb.ServiceSpec) error {
 // service is stored and stays pending until one frees up.
 func (e *Engine) PutService(ctx context.Context, spec lb.ServiceSpec) (out lb.ServiceStatus, created bool, err error) {
 	spec = store.CloneSpec(spec)
-	err = e.do(ctx, func() error {
+	err = e.write(ctx, func() error {
 		origin := store.OriginAPI
 		old, ok := e.svcs[spec.Name]
 		if ok {
@@ -220,7 +220,7 @@ func (e *Engine) PutService(ctx context.Context, spec lb.ServiceSpec) (out lb.Se
 // DeleteService removes a service and frees its VIPs (pending services
 // may get them at once).
 func (e *Engine) DeleteService(ctx context.Context, name string) error {
-	return e.do(ctx, func() error {
+	return e.write(ctx, func() error {
 		old, ok := e.svcs[name]
 		if !ok {
 			return notFound("service", name)

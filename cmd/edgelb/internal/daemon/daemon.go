@@ -97,9 +97,15 @@ func Run(ctx context.Context, o Options) error {
 	if cfg.Kubernetes.Enabled {
 		w, err = kubernetesWriter(cfg, nodeAddrs, reg, log)
 	} else {
-		w, err = standaloneWriter(cfg, nodeAddrs, reg, log)
+		w, err = standaloneWriter(ctx, cfg, nodeAddrs, reg, log)
 	}
 	if err != nil {
+		if ctx.Err() != nil {
+			// SIGTERM while waiting for the store (a fleet's etcd): a
+			// stop asked for, not a failure.
+			log.Info("stopped during start-up", "waiting for", err)
+			return nil
+		}
 		return err
 	}
 	defer w.close()
@@ -108,6 +114,10 @@ func Run(ctx context.Context, o Options) error {
 	engDone := make(chan struct{})
 	go func() { defer close(engDone); w.run(engCtx) }()
 	if err := w.start(ctx); err != nil {
+		if ctx.Err() != nil {
+			log.Info("stopped during start-up", "waiting for", err)
+			return nil
+		}
 		return err
 	}
 	up.mark("writer")

@@ -60,8 +60,8 @@ func openBolt(cfg *config.Config, log *slog.Logger) (store.Store, error) {
 	return st, nil
 }
 
-func standaloneWriter(cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus.Registerer, log *slog.Logger) (*writer, error) {
-	st, err := openStore(cfg, log)
+func standaloneWriter(ctx context.Context, cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus.Registerer, log *slog.Logger) (*writer, error) {
+	st, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return nil, err
 	}
