@@ -9,6 +9,7 @@ package announce
 import (
 	"context"
 	"net/netip"
+	"time"
 )
 
 // VIP is an address to announce and the advertisement attributes its pool carries.
@@ -45,12 +46,28 @@ type Status struct {
 	Peers []PeerState `json:"peers,omitempty"`
 }
 
-// PeerState is one BGP session or one L2 member.
+// PeerState is one BGP session, one L2 member or one sync peer.
 type PeerState struct {
 	Name    string `json:"name"`
 	Address string `json:"address"`
-	State   string `json:"state"` // Established, Idle, alive, dead...
+	State   string `json:"state"` // Established, Idle, alive, suspect, dead...
 	Detail  string `json:"detail,omitempty"`
+	// Since is when State began (a BGP session's uptime; when an L2 member
+	// was last seen alive or declared dead); zero when not known.
+	Since time.Time `json:"since,omitzero"`
+	// LastPacket is when the last packet from the peer was seen (zero: none
+	// seen, or not tracked), and Silence how long ago that was when the
+	// status was taken (the reporter's clock, so a remote reader needs no
+	// synchronised clock).
+	LastPacket time.Time     `json:"lastPacket,omitzero"`
+	Silence    time.Duration `json:"silenceNs,omitempty"`
+	// Queue is what waits for the peer's acknowledgement (a sync peer's
+	// unacknowledged messages); nil where there is no such queue.
+	Queue *uint64 `json:"queue,omitempty"`
+	// BFD is the state of the peer's BFD session, empty without one: the
+	// place where a BGP reporter that runs BFD puts it (edgelb status shows
+	// it in the sessions table).
+	BFD string `json:"bfd,omitempty"`
 }
 
 // Reporter is implemented by announcers that can describe their state.

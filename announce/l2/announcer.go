@@ -54,6 +54,7 @@ type Announcer struct {
 	sources        map[netip.Addr]bool
 	ndpErr         error
 	ml             *memberlist.Memberlist // nil when alone
+	acks           *acks                  // when each member last answered a probe (nil when alone)
 	name           string                 // member name
 	advertise      string
 

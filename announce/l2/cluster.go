@@ -66,6 +66,8 @@ func (a *Announcer) startCluster() error {
 	mc.DeadNodeReclaimTime = 10 * time.Second
 	d := &delegate{a: a}
 	mc.Delegate, mc.Events = d, d
+	a.acks = &acks{}
+	mc.Ping = a.acks
 	mc.Logger = log.New(&logWriter{log: a.log.With("component", "memberlist")}, "", 0)
 
 	ml, err := memberlist.Create(mc)

@@ -67,6 +67,7 @@ func (a *Announcer) Status() announce.Status {
 			}
 		}
 	}
+	now := time.Now()
 	s := a.snap.Load()
 	st := announce.Status{Kind: "l2"}
 	for _, o := range s.owned {
@@ -83,7 +84,10 @@ func (a *Announcer) Status() announce.Status {
 	}
 	st.Peers = append(st.Peers, self)
 	for _, p := range s.peers {
-		ps := announce.PeerState{Name: p.name, Address: p.node.Address()}
+		ps := announce.PeerState{Name: p.name, Address: p.node.Address(), Since: p.since}
+		if last := a.acks.lastAck(p.name); !last.IsZero() {
+			ps.LastPacket, ps.Silence = last, max(0, now.Sub(last))
+		}
 		switch {
 		case p.alive && suspect[p.name]:
 			ps.State = "suspect"

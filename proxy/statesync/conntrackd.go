@@ -46,7 +46,11 @@ type Conntrackd struct {
 	took     time.Duration
 	stats    Stats
 	statsAt  time.Time
-	heardAt  time.Time // the last read that saw RecvPackets grow (or the start)
+	// heardAt: when a read first saw the last packet from the peer, or the
+	// first read while none was seen; lastPacket: the former only (peer.go).
+	heardAt    time.Time
+	lastPacket time.Time
+	clock      func() time.Time // nil: time.Now (tests set one)
 }
 
 var _ Syncer = (*Conntrackd)(nil)
@@ -58,7 +62,6 @@ const (
 	restartMax   = 10 * time.Second
 	restartReset = 30 * time.Second
 	cmdTimeout   = 5 * time.Second
-	statsMaxAge  = time.Second
 )
 
 // Start writes conntrackd.conf into opts.Dir and starts conntrackd under
@@ -94,6 +97,7 @@ func Start(opts Options, log *slog.Logger) (*Conntrackd, error) {
 	c := &Conntrackd{opts: opts, log: log.With("statesync", "conntrackd"), done: make(chan struct{}), ready: make(chan struct{}), gate: opts.gate}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	go c.supervise()
+	go c.watchPeer()
 	return c, nil
 }
 
@@ -306,37 +310,18 @@ func (c *Conntrackd) Released(ctx context.Context, vips []netip.Addr, owned int)
 	return c.run(ctx, Release(owned))
 }
 
-// Status implements Syncer; conntrackd's counters are read at most once a
-// second (a client command is a process start).
+// Status implements Syncer: the counters of the last background read
+// (peer.go; at most PeerPoll old, the queue at most a second) and the
+// peer's state now.
 func (c *Conntrackd) Status() Status {
-	c.mu.Lock()
-	running, fresh := c.running, time.Since(c.statsAt) < statsMaxAge
-	c.mu.Unlock()
-	if running && !fresh {
-		if out, err := c.command(context.Background(), "-s"); err == nil {
-			st := ParseStats(out)
-			if q, err := c.command(context.Background(), "-s", "queue"); err == nil {
-				ParseQueue(q, &st)
-			}
-			now := time.Now()
-			c.mu.Lock()
-			// != and not >: a restarted conntrackd counts from 0 again.
-			if st.RecvPackets != c.stats.RecvPackets || c.heardAt.IsZero() {
-				c.heardAt = now
-			}
-			c.stats, c.statsAt = st, now
-			c.mu.Unlock()
-		}
-	}
+	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ch, peers := c.opts.channel()
 	st := Status{Kind: "conntrackd", Channel: ch, Peers: peers, Running: c.running, PID: c.pid,
 		Restarts: max(0, c.starts-1), Role: "backup", Stats: c.stats, Errors: c.errors, LastError: c.lastErr,
-		LastTakeover: c.takeover, LastTakeoverTook: c.took}
-	if !c.heardAt.IsZero() {
-		st.PeerSilence = c.statsAt.Sub(c.heardAt)
-	}
+		LastTakeover: c.takeover, LastTakeoverTook: c.took, LastPacket: c.lastPacket}
+	st.PeerState, st.PeerSilence = peerView(now, c.running, c.heardAt)
 	if c.owned > 0 {
 		st.Role = "primary"
 	}

@@ -129,9 +129,10 @@ func (m *Mesh) Released(ctx context.Context, vips []netip.Addr, owned int) error
 
 // Status implements Syncer: the links' counters summed (the internal cache
 // is the same table on every link: its largest count), the longest peer
-// silence, and each link's own status in Links.
+// silence and its last packet, the worst peer state, and each link's own
+// status in Links.
 func (m *Mesh) Status() Status {
-	st := Status{Kind: "conntrackd", Running: true, Role: "backup"}
+	st := Status{Kind: "conntrackd", Running: true, Role: "backup", PeerState: PeerAlive}
 	var chans []string
 	for _, c := range m.links {
 		l := c.Status()
@@ -161,7 +162,10 @@ func (m *Mesh) Status() Status {
 			st.LastTakeover = l.LastTakeover
 		}
 		st.LastTakeoverTook = max(st.LastTakeoverTook, l.LastTakeoverTook)
-		st.PeerSilence = max(st.PeerSilence, l.PeerSilence)
+		if l.PeerSilence >= st.PeerSilence {
+			st.PeerSilence, st.LastPacket = l.PeerSilence, l.LastPacket
+		}
+		st.PeerState = worse(st.PeerState, l.PeerState)
 	}
 	if len(m.links) == 1 {
 		st.PID = st.Links[0].PID

@@ -123,7 +123,7 @@ func TestMeshStatusSumsLinks(t *testing.T) {
 	link := func(peer string, port uint16, running bool, owned int, st Stats, silence time.Duration) *Conntrackd {
 		o := Options{Interface: "eth2", Address: self, Peer: a4(peer), Port: port}
 		c := &Conntrackd{opts: o, running: running, owned: owned, stats: st, statsAt: now,
-			heardAt: now.Add(-silence), starts: 2}
+			heardAt: now.Add(-silence), lastPacket: now.Add(-silence), starts: 2, clock: func() time.Time { return now }}
 		return c
 	}
 	m := &Mesh{links: []*Conntrackd{
@@ -137,8 +137,13 @@ func TestMeshStatusSumsLinks(t *testing.T) {
 	if s := st.Stats; s.Internal != 100 || s.External != 9 || s.SentPackets != 90 || s.RecvPackets != 9 || s.Unacked != 7 || s.Lost != 1 {
 		t.Errorf("stats %+v", s)
 	}
-	if st.PeerSilence != 12*time.Second {
-		t.Errorf("silence %v, want the silent peer's 12 s", st.PeerSilence)
+	if st.PeerSilence != 12*time.Second || !st.LastPacket.Equal(now.Add(-12*time.Second)) {
+		t.Errorf("silence %v since %v, want the silent peer's 12 s", st.PeerSilence, st.LastPacket)
+	}
+	// The silent link's conntrackd is down: its peer is unknown, the
+	// other's alive; the mesh shows the worse.
+	if st.Links[0].PeerState != PeerAlive || st.Links[1].PeerState != PeerUnknown || st.PeerState != PeerUnknown {
+		t.Errorf("peer states %q %q mesh %q, want alive unknown unknown", st.Links[0].PeerState, st.Links[1].PeerState, st.PeerState)
 	}
 	if len(st.Links) != 2 || st.Links[1].Peers[0] != "10.0.0.3" || st.Links[1].Running || len(st.Peers) != 2 {
 		t.Errorf("links %+v peers %v", st.Links, st.Peers)

@@ -113,11 +113,18 @@ type Status struct {
 	// (Links empty for a single conntrackd); the fields above sum their
 	// counters, and PeerSilence is the longest silence of any peer.
 	Links []Status `json:"links,omitempty"`
-	// PeerSilence is how long no sync packet has arrived from any peer
-	// (FTFW peers send one at least every second, an alive message when
-	// idle). It is measured between reads of the counters, so it is exact
-	// to the interval between reads (a scrape, a REST call; at least 1 s):
-	// 0 means the last read saw new packets.
+	// PeerState is the peer's: alive, dead (silent for longer than
+	// PeerDeadAfter) or unknown (not read yet, or the local conntrackd is
+	// down); a Mesh's is its worst link's.
+	PeerState string `json:"peerState"`
+	// LastPacket is when a read of the counters first saw the last sync
+	// packet from the peer (FTFW peers send one at least every second, an
+	// alive message when idle): at most PeerPoll (and one read) after it
+	// arrived; zero when none was seen. A Mesh's is its most silent link's.
+	LastPacket time.Time `json:"lastPacket,omitzero"`
+	// PeerSilence is how long no sync packet has arrived, measured from
+	// LastPacket (from the first read when none was seen) to now; a Mesh's
+	// is its most silent peer's.
 	PeerSilence time.Duration `json:"peerSilenceNs"`
 }
 

@@ -78,6 +78,8 @@ func TestConntrackdSupervision(t *testing.T) {
 	if got := calls(); got != "-t -n -c -f -R -B" {
 		t.Fatalf("steps after Gaining: %q", got)
 	}
+	// The counters come from the background reads (every PeerPoll).
+	waitFor(t, "counters read", func() bool { return c.Status().Stats.External == 100 })
 	st := c.Status()
 	if !st.Running || st.Role != "primary" || st.Stats.External != 100 || st.Restarts != 0 || st.Errors != 0 {
 		t.Fatalf("status %+v", st)

@@ -100,7 +100,7 @@ func (r syncReporter) Status() announce.Status {
 		Detail: fmt.Sprintf("%s; %d own and %d synced connections; %d sent, %d received sync packets; %d errors, %d restarts",
 			st.Role, st.Stats.Internal, st.Stats.External, st.Stats.SentPackets, st.Stats.RecvPackets, st.Errors, st.Restarts)}
 	self.Detail += fmt.Sprintf("; lag: %d messages unacknowledged, %d unsent; last sync packet from a peer %s ago",
-		st.Stats.Unacked, st.Stats.Unsent, st.PeerSilence.Round(time.Second))
+		st.Stats.Unacked, st.Stats.Unsent, st.PeerSilence.Round(10*time.Millisecond))
 	if st.LastError != "" {
 		self.Detail += "; last error: " + st.LastError
 	}
@@ -109,17 +109,31 @@ func (r syncReporter) Status() announce.Status {
 	}
 	out.Peers = append(out.Peers, self)
 	for _, l := range st.Links {
-		ls := "stopped"
-		if l.Running {
-			ls = "running"
-		}
 		for _, p := range l.Peers {
-			out.Peers = append(out.Peers, announce.PeerState{Name: "sync peer", Address: p, State: ls,
-				Detail: fmt.Sprintf("%s; %d synced connections; %d sent, %d received sync packets; %d unacknowledged; last sync packet %s ago; %d restarts",
-					l.Channel, l.Stats.External, l.Stats.SentPackets, l.Stats.RecvPackets, l.Stats.Unacked, l.PeerSilence.Round(time.Second), l.Restarts)})
+			out.Peers = append(out.Peers, syncPeerRow(l, p))
 		}
 	}
 	return out
+}
+
+// syncPeerRow is one peer: its state is the peer's own (alive, dead after
+// statesync.PeerDeadAfter of silence, unknown while the local conntrackd
+// is down), not the local conntrackd's.
+func syncPeerRow(l statesync.Status, peer string) announce.PeerState {
+	q := l.Stats.Unacked
+	row := announce.PeerState{Name: "sync peer", Address: peer, State: l.PeerState, LastPacket: l.LastPacket,
+		Silence: l.PeerSilence, Queue: &q}
+	local := "conntrackd running"
+	if !l.Running {
+		local = "conntrackd stopped"
+	}
+	heard := "no sync packet seen yet"
+	if !l.LastPacket.IsZero() {
+		heard = fmt.Sprintf("last sync packet %s ago", l.PeerSilence.Round(10*time.Millisecond))
+	}
+	row.Detail = fmt.Sprintf("%s; %s; %d synced connections; %d sent, %d received sync packets; %d unacknowledged; %s; %d restarts",
+		l.Channel, local, l.Stats.External, l.Stats.SentPackets, l.Stats.RecvPackets, l.Stats.Unacked, heard, l.Restarts)
+	return row
 }
 
 // syncCollector exports the sync's counters, read on each scrape
@@ -144,11 +158,15 @@ var (
 	syncDropped = prometheus.NewDesc("edgelb_statesync_resend_dropped_total",
 		"Sync messages dropped because the resend queue was full (a peer needs a resync).", nil, nil)
 	syncSilence = prometheus.NewDesc("edgelb_statesync_peer_silence_seconds",
-		"Seconds since a read of the counters last saw a sync packet arrive from a peer, the most silent peer's (exact to the scrape interval).", nil, nil)
+		"Seconds since the last sync packet from a peer, the most silent peer's (counters read every 200 ms).", nil, nil)
+	// Per peer: 1 alive, 0 dead (silent for longer than
+	// statesync.PeerDeadAfter) or unknown (the local conntrackd is down).
+	syncPeerAlive = prometheus.NewDesc("edgelb_statesync_peer_alive",
+		"1 while a sync peer is heard from (a packet within the last 1.5 s), 0 when dead or unknown.", []string{"peer"}, nil)
 )
 
 func (c *syncCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{syncUp, syncPrimary, syncPeers, syncEntries, syncPackets, syncNetErrs, syncLost, syncErrors, syncRestarts, syncTakeover, syncQueue, syncDropped, syncSilence} {
+	for _, d := range []*prometheus.Desc{syncUp, syncPrimary, syncPeers, syncEntries, syncPackets, syncNetErrs, syncLost, syncErrors, syncRestarts, syncTakeover, syncQueue, syncDropped, syncSilence, syncPeerAlive} {
 		ch <- d
 	}
 }
@@ -179,4 +197,9 @@ func (c *syncCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(syncQueue, g, float64(st.Stats.Unsent), "unsent")
 	ch <- prometheus.MustNewConstMetric(syncDropped, ct, float64(st.Stats.ResendDropped))
 	ch <- prometheus.MustNewConstMetric(syncSilence, g, st.PeerSilence.Seconds())
+	for _, l := range st.Links {
+		for _, p := range l.Peers {
+			ch <- prometheus.MustNewConstMetric(syncPeerAlive, g, b(l.PeerState == statesync.PeerAlive), p)
+		}
+	}
 }
