@@ -41,9 +41,13 @@ type Announcer interface {
 
 // Status is what an announcer reports for the API and the page.
 type Status struct {
-	Kind  string      `json:"kind"` // "l2", "bgp"
-	Owned []string    `json:"owned,omitempty"`
-	Peers []PeerState `json:"peers,omitempty"`
+	Kind  string   `json:"kind"` // "l2", "bgp"
+	Owned []string `json:"owned,omitempty"`
+	// Owners maps each VIP some gateway answers for to that gateway's
+	// member name, as this gateway knows it (L2: its own claims and the
+	// live members'); empty for announcers where every gateway announces.
+	Owners map[string]string `json:"owners,omitempty"`
+	Peers  []PeerState       `json:"peers,omitempty"`
 }
 
 // PeerState is one BGP session, one L2 member or one sync peer.
@@ -60,7 +64,7 @@ type PeerState struct {
 	// status was taken (the reporter's clock, so a remote reader needs no
 	// synchronised clock).
 	LastPacket time.Time     `json:"lastPacket,omitzero"`
-	Silence    time.Duration `json:"silenceNs,omitempty"`
+	Silence    time.Duration `json:"silenceNs,omitzero,format:nano"`
 	// Queue is what waits for the peer's acknowledgement (a sync peer's
 	// unacknowledged messages); nil where there is no such queue.
 	Queue *uint64 `json:"queue,omitempty"`

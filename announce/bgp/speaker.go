@@ -368,7 +368,7 @@ func (s *Speaker) Status() announce.Status {
 	now := time.Now()
 	st := announce.Status{Kind: "bgp", Owned: s.Advertised()}
 	for _, p := range s.Peers() {
-		ps := announce.PeerState{Name: p.Name, Address: netip.AddrPortFrom(p.Address, p.Port).String(), State: p.State}
+		ps := announce.PeerState{Name: p.Name, Address: netip.AddrPortFrom(p.Address, p.Port).String(), State: p.State, Since: p.Since}
 		switch {
 		case p.State == StateEstablished:
 			ps.Detail = fmt.Sprintf("up %s, AS %d, from %s", now.Sub(p.Since).Round(time.Second), p.ASN, p.LocalAddress)

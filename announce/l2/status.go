@@ -70,8 +70,10 @@ func (a *Announcer) Status() announce.Status {
 	now := time.Now()
 	s := a.snap.Load()
 	st := announce.Status{Kind: "l2"}
+	st.Owners = map[string]string{}
 	for _, o := range s.owned {
 		st.Owned = append(st.Owned, o.String())
+		st.Owners[o.String()] = a.name
 	}
 	self := announce.PeerState{Name: a.name, Address: a.advertise, State: "alive",
 		Detail: "self, " + readiness(s.self, s.closing) + fmt.Sprintf(", serves %d, owns %d", s.vips, len(s.owned))}
@@ -105,6 +107,9 @@ func (a *Announcer) Status() announce.Status {
 			ps.Detail = "state not received yet"
 		default:
 			ps.Detail = readiness(*p.state, false) + fmt.Sprintf(", serves %d, owns %d", len(p.state.VIPs), len(p.state.Claimed))
+			for _, v := range p.state.Claimed {
+				st.Owners[v.String()] = p.name
+			}
 		}
 		st.Peers = append(st.Peers, ps)
 	}

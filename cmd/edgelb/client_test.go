@@ -16,6 +16,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/edgelb/edgelb/announce"
 	"github.com/edgelb/edgelb/lb/engine"
 	"github.com/edgelb/edgelb/lb/store"
 	"github.com/edgelb/edgelb/proxy"
@@ -45,6 +46,12 @@ func apiServer(t *testing.T, flows staticFlows, health []webui.BackendHealth) st
 // apiServerWith is apiServer with setup run on the running engine first.
 func apiServerWith(t *testing.T, flows staticFlows, health []webui.BackendHealth, setup func(*engine.Engine)) string {
 	t.Helper()
+	return apiServerReporting(t, flows, health, setup, nil)
+}
+
+// apiServerReporting is apiServerWith with announcers to report.
+func apiServerReporting(t *testing.T, flows staticFlows, health []webui.BackendHealth, setup func(*engine.Engine), reporters []announce.Reporter) string {
+	t.Helper()
 	eng, err := engine.NewEngine(store.NewMem(), engine.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +63,7 @@ func apiServerWith(t *testing.T, flows staticFlows, health []webui.BackendHealth
 		setup(eng)
 	}
 	srv, err := webui.New(webui.Options{Manager: eng, Token: clientTestToken, RateLimit: -1, Flows: flows,
-		FlowWatchIdle: -1, Health: func() []webui.BackendHealth { return health }})
+		FlowWatchIdle: -1, Health: func() []webui.BackendHealth { return health }, Reporters: reporters})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,15 +159,17 @@ scheduler: wrr
 		t.Fatalf("status:\n%s\nwant:\n%s\nerr %v", out, want, err)
 	}
 	out, err = run(t, "status", "--server", url, "-o", "json")
-	var vs []statusVirtual
-	if err != nil || json.Unmarshal([]byte(out), &vs) != nil || len(vs) != 1 || vs[0].Backends[0].ActiveConn != 2 ||
-		vs[0].Backends[1].InActConn != 1 || vs[0].Backends[1].Health != "down" {
+	var rep statusReport
+	if err != nil || json.Unmarshal([]byte(out), &rep) != nil || len(rep.Virtual) != 1 {
+		t.Fatalf("status -o json: %s %v", out, err)
+	}
+	if vs := rep.Virtual; vs[0].Backends[0].ActiveConn != 2 || vs[0].Backends[1].InActConn != 1 || vs[0].Backends[1].Health != "down" {
 		t.Fatalf("status -o json: %s %v", out, err)
 	}
 
 	out, err = run(t, "status", "-o", "yaml", "--server", url)
-	var vy []statusVirtual
-	if err != nil || yaml.UnmarshalStrict([]byte(out), &vy) != nil || !reflect.DeepEqual(vy, vs) {
+	var ry statusReport
+	if err != nil || yaml.UnmarshalStrict([]byte(out), &ry) != nil || !reflect.DeepEqual(ry, rep) {
 		t.Fatalf("status -o yaml: %s %v", out, err)
 	}
 

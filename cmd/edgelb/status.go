@@ -40,7 +40,7 @@ type statusVirtual struct {
 func newStatusCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "status [--server URL] [--watch] [--interval 2s] [-o table|json|yaml]",
-		Short: "an ipvsadm -ln-like table of VIPs, backends, connections and health from the REST API",
+		Short: "an ipvsadm -ln-like table of VIPs, backends, connections and health, then who announces each VIP, the BGP sessions, L2 members and sync peers, from the REST API",
 		Args:  noArgs,
 	}
 	cf := addClientFlags(c.Flags())
@@ -62,16 +62,22 @@ func newStatusCmd() *cobra.Command {
 
 func status(ctx context.Context, c *apiClient, watch bool, interval time.Duration, format string, stdout io.Writer) error {
 	for {
-		vs, err := collectStatus(ctx, c)
+		vs, vips, err := collectStatus(ctx, c)
+		if err != nil {
+			return err
+		}
+		ann, err := collectAnnouncements(ctx, c, vips)
 		if err != nil {
 			return err
 		}
 		if watch && format == outTable {
 			fmt.Fprint(stdout, "\x1b[H\x1b[2J") // home and clear, like watch(1)
 		}
-		done, err := writeStructured(stdout, format, vs)
+		done, err := writeStructured(stdout, format, statusReport{Virtual: vs, Announcements: ann})
 		if !done {
-			err = writeStatusTable(stdout, vs)
+			if err = writeStatusTable(stdout, vs); err == nil {
+				err = writeAnnouncementsTable(stdout, ann, time.Now())
+			}
 		}
 		if err != nil || !watch {
 			return err
@@ -86,19 +92,26 @@ func status(ctx context.Context, c *apiClient, watch bool, interval time.Duratio
 
 // collectStatus joins services (spec and assigned VIPs), live flows
 // (connection counts) and health into ipvsadm's shape: one virtual
-// server per assigned VIP × port, sorted by address.
-func collectStatus(ctx context.Context, c *apiClient) ([]statusVirtual, error) {
+// server per assigned VIP × port, sorted by address; and every assigned
+// VIP with its service.
+func collectStatus(ctx context.Context, c *apiClient) ([]statusVirtual, map[string]string, error) {
 	var ss []webui.ServiceStatus
 	if _, err := c.do(ctx, http.MethodGet, "/api/v1/services", nil, &ss); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var fl webui.FlowList
 	if _, err := c.do(ctx, http.MethodGet, "/api/v1/flows?limit=100000", nil, &fl); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var hs []webui.BackendHealth
 	if _, err := c.do(ctx, http.MethodGet, "/api/v1/health", nil, &hs); err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	vips := map[string]string{}
+	for _, s := range ss {
+		for _, v := range s.Assigned {
+			vips[v] = s.Spec.Name
+		}
 	}
 	type conn struct{ fe, be, proto string }
 	active, inactive := map[conn]int{}, map[conn]int{}
@@ -125,7 +138,7 @@ func collectStatus(ctx context.Context, c *apiClient) ([]statusVirtual, error) {
 		for _, vip := range s.Assigned {
 			a, err := netip.ParseAddr(vip)
 			if err != nil {
-				return nil, fmt.Errorf("service %q: assigned %q: %w", s.Spec.Name, vip, err)
+				return nil, nil, fmt.Errorf("service %q: assigned %q: %w", s.Spec.Name, vip, err)
 			}
 			for _, p := range s.Spec.Ports {
 				proto := strings.ToUpper(p.Protocol)
@@ -145,7 +158,7 @@ func collectStatus(ctx context.Context, c *apiClient) ([]statusVirtual, error) {
 					}
 					ba, err := netip.ParseAddr(b.Address)
 					if err != nil {
-						return nil, fmt.Errorf("service %q: backend %q: %w", s.Spec.Name, b.Address, err)
+						return nil, nil, fmt.Errorf("service %q: backend %q: %w", s.Spec.Name, b.Address, err)
 					}
 					be := netip.AddrPortFrom(ba, uint16(port)).String()
 					w := int64(1)
@@ -171,7 +184,7 @@ func collectStatus(ctx context.Context, c *apiClient) ([]statusVirtual, error) {
 		}
 		return out[i].Protocol < out[j].Protocol
 	})
-	return out, nil
+	return out, vips, nil
 }
 
 // forwardName is ipvsadm's Forward column for edgelb's method.
