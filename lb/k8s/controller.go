@@ -322,6 +322,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		LockConfig: resourcelock.ResourceLockConfig{Identity: c.opts.Identity},
 	}
 	electDone := make(chan struct{})
+	releases := c.watchReleases(ectx)
 	go func() {
 		defer close(electDone)
 		for ectx.Err() == nil {
@@ -342,8 +343,10 @@ func (c *Controller) Run(ctx context.Context) error {
 				return
 			}
 			// Run returns when leadership is lost (its lead() sees lctx end;
-			// a next term waits for it to finish), then campaign again.
-			le.Run(ectx)
+			// a next term waits for it to finish), then campaign again; a
+			// waiting elector is replaced when the Lease is released
+			// (handover.go), so the next attempt is now, not at its retry.
+			c.campaign(ectx, le, releases)
 		}
 	}()
 

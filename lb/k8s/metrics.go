@@ -12,6 +12,9 @@ type metrics struct {
 	pending     prometheus.Gauge
 	leader      prometheus.Gauge
 	syncSeconds *prometheus.HistogramVec
+	// handovers: releases of the Lease that made this waiting instance
+	// campaign at once (handover.go).
+	handovers prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -29,9 +32,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		syncSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "edgelb_k8s_sync_duration_seconds", Help: "Time of one sync: service (allocation), pools, desired (dataplane state), adopt (leader start).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"loop"}),
+		handovers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edgelb_k8s_lease_releases_seen_total", Help: "Releases of the Lease seen while waiting: each made this instance try to lead at once."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.poolSize, m.poolUsed, m.allocations, m.pending, m.leader, m.syncSeconds)
+		reg.MustRegister(m.poolSize, m.poolUsed, m.allocations, m.pending, m.leader, m.syncSeconds, m.handovers)
 	}
 	return m
 }

@@ -236,6 +236,7 @@ func TestK8sManifestsServerDryRun(t *testing.T) {
 		{"update", "", "services", "status", "default", true},
 		{"watch", "discovery.k8s.io", "endpointslices", "", "", true},
 		{"update", "coordination.k8s.io", "leases", "", "edgelb-system", true},
+		{"watch", "coordination.k8s.io", "leases", "", "edgelb-system", true}, // a release is seen at once (lb/k8s/handover.go)
 		{"create", "edgelb.io", "ippools", "", "", true},
 		{"update", "", "services", "", "default", false},
 		{"list", "", "secrets", "", "", false},
