@@ -39,8 +39,9 @@ func TestFailoverSyncLag(t *testing.T) {
 		insertConns(t, a, sport, n)
 		sport += n
 	}
-	// until polls a's status (read from conntrackd at most once a second)
-	// until ok holds, and returns the status that satisfied it.
+	// until polls a's status (conntrackd's counters are read in the
+	// background every PeerPoll) until ok holds, and returns the status
+	// that satisfied it.
 	until := func(what string, limit time.Duration, ok func(Status) bool) Status {
 		t.Helper()
 		end := time.Now().Add(limit)
@@ -78,14 +79,17 @@ func TestFailoverSyncLag(t *testing.T) {
 	cb.Close()
 	insert(50)
 	gone := until("a: the 50 new messages wait for an acknowledgement and the peer is silent", 30*time.Second, func(st Status) bool {
-		return st.Stats.Unacked >= 50 && st.PeerSilence >= 3*time.Second
+		return st.Stats.Unacked >= 50 && st.PeerSilence >= 3*time.Second && st.PeerState == PeerDead
 	})
+	if gone.LastPacket.IsZero() || gone.LastPacket.After(time.Now().Add(-3*time.Second)) {
+		t.Errorf("peer silent for %v, yet its last packet is stamped %v", gone.PeerSilence, gone.LastPacket)
+	}
 	t.Logf("MEASURED sync-lag phase=peer-down unacked=%d unsent=%d silence_ms=%d", gone.Stats.Unacked, gone.Stats.Unsent, gone.PeerSilence.Milliseconds())
 
 	back := time.Now()
 	cb = start(b, addrB, addrA)
 	up := until("a: acknowledged again after the peer returned", 30*time.Second, func(st Status) bool {
-		return st.Stats.Unacked <= 2 && st.PeerSilence < 3*time.Second
+		return st.Stats.Unacked <= 2 && st.PeerSilence < 3*time.Second && st.PeerState == PeerAlive
 	})
 	// The returning peer asked for a resync (Restart's steps): it holds a's
 	// connections again, those it missed included.
