@@ -191,6 +191,23 @@ state:
 		return string(out)
 	}())
 
+	// What the background reads cost (5 `conntrackd -s` and one `-s queue`
+	// a second per peer): gw1's edgelb with its reaped children (the client
+	// commands) and its conntrackd, idle, over 10 s.
+	pid := gws[0].cmd.Process.Pid
+	ct := childPIDs(pid, "conntrackd")
+	ctCPU := func() (d time.Duration) {
+		for _, c := range ct {
+			d += procCPU(c)
+		}
+		return d
+	}
+	e0, r0, c0, t0 := procCPU(pid), reapedCPU(pid), ctCPU(), time.Now()
+	time.Sleep(10 * time.Second)
+	e1, r1, c1, el := procCPU(pid), reapedCPU(pid), ctCPU(), time.Since(t0)
+	pct := func(d time.Duration) float64 { return 100 * d.Seconds() / el.Seconds() }
+	t.Logf("MEASURED sync-peer-watch-cost idle_pct_core edgelb=%.2f client_commands=%.2f conntrackd=%.2f (gw1, one sync peer, %d conntrackd; load %s)",
+		pct(e1-e0), pct(r1-r0), pct(c1-c0), len(ct), netns.Loadavg())
 	time.Sleep(2 * time.Second) // the limiter's burst is full again
 
 	// The peer's sync link goes down: nothing it sends arrives after cut.
@@ -281,4 +298,25 @@ state:
 	if worst.Sub(last) > 10*time.Second {
 		t.Errorf("the peer was shown dead in every view only %s after its last packet, want < 10 s", worst.Sub(last).Round(time.Millisecond))
 	}
+}
+
+// reapedCPU is the user+system CPU of pid's children it has waited for
+// (cutime and cstime: the conntrackd client commands that have exited).
+func reapedCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 15 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[13], 10, 64)
+	st, _ := strconv.ParseInt(f[14], 10, 64)
+	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
 }
