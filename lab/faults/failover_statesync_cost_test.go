@@ -100,6 +100,14 @@ func sfSyncCost(t *testing.T, c sfCase, client *netns.NS, dst string, gws []*sfG
 			c.gateways, c.method, c.family(), onOff(c.sync), g.name, role, sync, el.Seconds(), failed.Load(), e, k, e+k, idle, e+k-idle, sfCostGoal, netns.Loadavg())
 	}
 	t.Logf("MEASURED statesync-cost gateways=%d method=%s family=%s sync=%s worst_total_pct_core=%.2f", c.gateways, c.method, c.family(), onOff(c.sync), worst)
+	// A window without one owner, or whose load did not get through, is
+	// no measurement (seen once at load ~35: no single owner of the VIP and
+	// the source address, 19,999 of 20,000 connections failed, and a pair
+	// "added" -2.75 %); it must not enter the medians as one.
+	if owner == nil || failed.Load()*100 > opened.Load()+failed.Load() {
+		t.Errorf("the cost window is no measurement: owner %v, %d of %d connections failed", owner != nil, failed.Load(), opened.Load()+failed.Load())
+		return
+	}
 	sfCostPair(t, c, roles)
 }
 
