@@ -10,7 +10,7 @@
 #
 # Env: EDGELB_BENCH_OUT    output file (default docs/performance.md)
 #      EDGELB_BENCH_LOGS   where the logs go (default a new /tmp/edgelb-bench.* dir)
-#      EDGELB_BENCH_SKIP   space-separated steps to skip: plain nft faults idle10k idle50k k8s bgp failover statesync statesync0 fleet ipvs
+#      EDGELB_BENCH_SKIP   space-separated steps to skip: plain nft faults idle10k idle50k k8s bgp failover statesync fleet ipvs
 #      EDGELB_BENCH_REUSE  set: keep a step's existing log in EDGELB_BENCH_LOGS instead of running it
 #                          (re-renders the table from an earlier run)
 #      EDGELB_LOAD_DURATION, EDGELB_APIDOWN, ...  passed through to the tests (lab/faults/README.md)
@@ -81,10 +81,8 @@ step bgp 20m $GO test -count=1 -tags bgp -v -run '^TestBGPFRRAnnounceLatency$' .
 step failover 40m env EDGELB_FAILOVER_TRIALS=20 $GO test -count=1 -p 1 -tags failover -v -run '^TestFailover(TwoGateways|DaemonKill9)$' -timeout 35m ./announce/l2/ ./lab/faults/
 # The sync's cost at 1,000 new connections/s (issue 16): two cases, each with and without stateSync
 # (the cost is the difference), three pairs each (the verdict on the medians), and the failover it
-# buys; then the sync=on cases with coalesce 0s, the
-# baseline of conntrackd's own one round per event.
-step statesync 30m env EDGELB_STATESYNC_COST=1 EDGELB_STATESYNC_COST_RUNS=3 EDGELB_STATEFUL_CASES=gw2/nat/v4/on,gw2/nat/v4/off,gw3/nat-nosnat/v6/on,gw3/nat-nosnat/v6/off $GO test -count=1 -p 1 -tags failover -v -run '^TestFailover(Stateful|SyncLag|SyncCoalesced)$' -timeout 28m ./lab/faults/ ./proxy/statesync/
-step statesync0 10m env EDGELB_STATESYNC_COST=1 EDGELB_STATESYNC_COALESCE=0s EDGELB_STATEFUL_CASES=gw2/nat/v4/on,gw3/nat-nosnat/v6/on $GO test -count=1 -p 1 -tags failover -v -run '^TestFailoverStateful$' -timeout 9m ./lab/faults/
+# buys; and the burst a dying owner opened 100 ms before its death (issue 34).
+step statesync 35m env EDGELB_STATESYNC_COST=1 EDGELB_STATESYNC_COST_RUNS=3 EDGELB_STATEFUL_CASES=gw2/nat/v4/on,gw2/nat/v4/off,gw3/nat-nosnat/v6/on,gw3/nat-nosnat/v6/off $GO test -count=1 -p 1 -tags failover -v -run '^TestFailover(Stateful|StateSyncBurst|SyncLag)$' -timeout 33m ./lab/faults/ ./proxy/statesync/
 if [[ $SKIP != *" fleet "* ]]; then lab/tools/build.sh etcd >"$LOGS/fleet-tools.log" 2>&1 || echo "bench: lab/tools/build.sh etcd failed (see $LOGS/fleet-tools.log)" >&2; fi
 step fleet 30m $GO test -count=1 -p 1 -timeout 28m -tags fleet -v -run '^TestFleet(Shared|EtcdTrouble)$' ./lab/fleet/
 step ipvs 60m env EDGELB_GUEST_RUN='^$' lab/guest/run-suite.sh
@@ -268,13 +266,11 @@ for g in 2 3; do
   v=$(sedp statesync "s/.*MEASURED statesync-cost-added gateways=$g method=\([^ ]*\) family=\([^ ]*\) owner_on=\([0-9.]*\) owner_off=\([0-9.]*\) owner_added=[-0-9.]* backup_on=\([0-9.]*\) backup_off=\([0-9.]*\) backup_added=[-0-9.]* worst_added_pct_core=\([-0-9.]*\) .*/**\7 %** of a core added on the busiest gateway (edgelb + conntrackd with stateSync minus edgelb without, same load; medians), \1, \2: owner \3 % on, \4 % off; busiest backup \5 % on, \6 % off/p")
   r=$(sedp statesync "s/.*MEASURED statesync-cost gateways=$g .*sync=on .*role=owner new_conns=\([0-9]*\/s\) .*/\1/p")
   w=$(sedp statesync "s/.*MEASURED statesync-cost-added gateways=$g .* worst_added_pct_core=\([-0-9.]*\) .*/\1/p")
-  b=$(sedp statesync0 "s/.*MEASURED statesync-cost gateways=$g .*sync=on .*role=owner .* total_pct_core=\([0-9.]*\) .*/\1/p")
-  c=$(sedp statesync "s/.*MEASURED statesync-cost-added gateways=$g .* owner_on=\([0-9.]*\) .*/\1/p")
-  x=""; [ -n "$b" ] && [ -n "$c" ] && x=$(awk -v b="$b" -v c="$c" 'BEGIN { printf "; the owner'"'"'s total with coalesce 0s (conntrackd'"'"'s one round and datagram per event, one run) %s %%, coalesced %s %% (median; %.2f×)", b, c, c / b }')
-  row statesync "State sync (conntrackd FTFW, coalesce 200 ms, the default) cost with $g gateways at 1,000 new connections/s through the VIP (${r:-?} reached; median of 3 pairs of runs with and without) (TestFailoverStateful, EDGELB_STATESYNC_COST=1)" "${v:+$v$x}" "< 5% of a core per gateway" "issue 16; keepalived+LVS users run conntrackd the same way" TestFailoverStateful "${w:-x} < 5"
+  row statesync "State sync (conntrackd FTFW, a round per event: no gate) cost with $g gateways at 1,000 new connections/s through the VIP (${r:-?} reached; median of 3 pairs of runs with and without) (TestFailoverStateful, EDGELB_STATESYNC_COST=1)" "$v" "< 5% of a core per gateway" "issue 16; keepalived+LVS users run conntrackd the same way" TestFailoverStateful "${w:-x} < 5"
 done
-v=$(sedp statesync 's/.*MEASURED sync-coalesced connections=\([0-9]*\) inserted_in_ms=\([0-9]*\) arrived_in_ms=\([0-9]*\) datagrams=\([0-9]*\) per_connection=\([0-9.]*\) command_ms=\([0-9]*\).*/**\4 datagrams** for \1 new connections (\5 each; inserted in \2 ms, all at the peer by \3 ms, counters read once a second); a client command answered in \6 ms/p')
-row statesync "State sync coalescing: two real conntrackd, the sender gated at 100 ms, a burst of new connections (TestFailoverSyncCoalesced)" "$v" "fewer datagrams than connections / 2" "conntrackd alone: a datagram per event" TestFailoverSyncCoalesced
+v=$(sedp statesync 's/.*MEASURED statesync-burst tries=\([0-9]*\) kept=\([0-9]*\)\/\([0-9]*\) burst=\([0-9]*\) before_death_ms=\([0-9]*\) beside_per_s=\([0-9]*\) .*/**\2 of \3 kept** (\1 tries of \4 new connections \5 ms before the owner died, \6 new connections\/s beside)/p')
+k=$(sedp statesync 's/.*MEASURED statesync-burst tries=[0-9]* kept=\([0-9]*\)\/.*/\1/p')
+row statesync "State sync: a burst of new connections shortly before the owner dies (links down, kill -9), 2 gateways (TestFailoverStateSyncBurst)" "$v" "≥ 199 of 200" "issue 34: 178 of 220 with the SIGSTOP gate" TestFailoverStateSyncBurst "${k:-x} >= 199"
 v=$(sedp statesync 's/.*MEASURED sync-lag phase=peer-down unacked=\([0-9]*\) unsent=[0-9]* silence_ms=\([0-9]*\).*/peer gone: **\1 unacknowledged**, silent \2 ms/p')
 w=$(sedp statesync 's/.*MEASURED sync-lag phase=peer-back unacked=\([0-9]*\) silence_ms=[0-9]* caught_up_ms=\([0-9]*\).*/; back: \1 unacknowledged after \2 ms/p')
 row statesync "State sync lag as reported (edgelb_statesync_queue_messages, _peer_silence_seconds): two real conntrackd, one stopped, 50 new connections, restarted (TestFailoverSyncLag)" "${v:+$v$w}" "—" "issue 16: lag in REST, UI and metrics" TestFailoverSyncLag

@@ -110,7 +110,7 @@ type rawConntrackd struct {
 	MulticastGroup string   `json:"multicastGroup"`
 	Port           int64    `json:"port"`
 	Binary         string   `json:"binary"`
-	Coalesce       duration `json:"coalesce"`
+	Coalesce       duration `json:"coalesce"` // refused: the gate it set is gone
 	CommitTimeout  duration `json:"commitTimeout"`
 }
 
