@@ -32,6 +32,9 @@ type Log struct {
 	entries []Entry // oldest first, at most keep
 	seq     uint64
 	lines   int // lines in the file
+	// torn: the file does not end in a newline (a crash mid-write); the
+	// next append starts with one so the torn line does not eat it.
+	torn bool
 }
 
 // Open loads the newest keep entries of path (created when missing; ""
@@ -70,6 +73,12 @@ func Open(path string, keep int, log *slog.Logger) (*Log, error) {
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("audit trail %s: %w", path, err)
+	}
+	if st, err := f.Stat(); err == nil && st.Size() > 0 {
+		last := make([]byte, 1)
+		if _, err := f.ReadAt(last, st.Size()-1); err == nil && last[0] != '\n' {
+			l.torn = true
+		}
 	}
 	return l, nil
 }
@@ -130,8 +139,12 @@ func (l *Log) append(b []byte) error {
 	if err != nil {
 		return err
 	}
+	if l.torn {
+		b = append([]byte{'\n'}, b...)
+	}
 	_, err = f.Write(b)
 	if err == nil {
+		l.torn = false
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {

@@ -1,7 +1,7 @@
 package engine
 
 import (
-	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 
@@ -60,32 +60,77 @@ func change(obj string, had, has, same bool, before, after func() string) (audit
 // maxSummary bounds a before/after summary (a service with 1,000 backends).
 const maxSummary = 600
 
+// poolSummary and serviceSummary are one line each, in the config file's
+// words, for a person reading the trail (not a record to restore from).
 func poolSummary(p store.Pool) string {
-	rs := make([]string, len(p.Ranges))
+	var b strings.Builder
+	b.WriteString("addresses=[")
 	for i, r := range p.Ranges {
-		rs[i] = r.String()
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(r.String())
 	}
-	v := struct {
-		Addresses []string     `json:"addresses"`
-		Origin    store.Origin `json:"origin"`
-		Pool      lb.Pool      `json:"pool"`
-	}{rs, p.Origin, p.Pool}
-	return summary(v)
+	fmt.Fprintf(&b, "] autoAssign=%t avoidBuggyIPs=%t origin=%s", p.AutoAssign, p.AvoidBuggyIPs, p.Origin)
+	if a := p.Advertisement; !reflect.DeepEqual(a, lb.Advertisement{}) {
+		fmt.Fprintf(&b, " advertisement=%+v", a)
+	}
+	if p.Allocation != nil {
+		fmt.Fprintf(&b, " serviceAllocation=%+v", *p.Allocation)
+	}
+	return cut(b.String())
 }
 
 func serviceSummary(s *service) string {
-	return summary(struct {
-		Origin store.Origin   `json:"origin"`
-		Spec   lb.ServiceSpec `json:"spec"`
-	}{s.Origin, s.Spec})
+	sp := &s.Spec
+	var b strings.Builder
+	if len(sp.VIPs) > 0 {
+		fmt.Fprintf(&b, "vips=%v ", sp.VIPs)
+	} else {
+		fmt.Fprintf(&b, "families=%v ", sp.Families)
+	}
+	if sp.Pool != "" {
+		fmt.Fprintf(&b, "pool=%s ", sp.Pool)
+	}
+	if sp.SharingKey != "" {
+		fmt.Fprintf(&b, "sharingKey=%s ", sp.SharingKey)
+	}
+	b.WriteString("ports=[")
+	for i, p := range sp.Ports {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%d/%s", p.Port, p.Protocol)
+		if p.TargetPort != 0 && p.TargetPort != p.Port {
+			fmt.Fprintf(&b, "->%d", p.TargetPort)
+		}
+		if p.NodePort != 0 {
+			fmt.Fprintf(&b, " nodePort=%d", p.NodePort)
+		}
+	}
+	b.WriteString("] backends=[")
+	for i, be := range sp.Backends {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(be.Addr.String())
+		if be.Port != 0 {
+			fmt.Fprintf(&b, ":%d", be.Port)
+		}
+		fmt.Fprintf(&b, "*%d", be.Weight)
+	}
+	fmt.Fprintf(&b, "] scheduler=%s method=%s", sp.Scheduler, sp.Method)
+	if sp.Affinity != 0 {
+		fmt.Fprintf(&b, " affinity=%s", sp.Affinity)
+	}
+	if sp.Health != nil {
+		b.WriteString(" healthCheck=on")
+	}
+	fmt.Fprintf(&b, " origin=%s", s.Origin)
+	return cut(b.String())
 }
 
-func summary(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return "(" + err.Error() + ")"
-	}
-	s := string(b)
+func cut(s string) string {
 	if len(s) > maxSummary {
 		s = strings.ToValidUTF8(s[:maxSummary], "") + "…"
 	}
