@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -26,6 +27,11 @@ func (s *Server) readyz(c echo.Context) error {
 	if s.opts.Ready != nil {
 		if err := s.opts.Ready(c.Request().Context()); err != nil {
 			return apiErr(http.StatusServiceUnavailable, "not ready: "+err.Error())
+		}
+	}
+	if f := s.opts.StoreTrouble; f != nil {
+		if err := f(); err != nil {
+			return c.String(http.StatusOK, "ready\nwarning: writes fail: "+strings.ReplaceAll(err.Error(), "\n", " ")+"\n")
 		}
 	}
 	return c.String(http.StatusOK, "ready\n")

@@ -213,7 +213,7 @@ func TestAPINoTokenConfigured(t *testing.T) {
 	m := newFakeManager()
 	s, _ := New(Options{Manager: m})
 	rec := do(t, s.Handler(), "POST", "/api/v1/pools", `{"name":"x","addresses":["198.51.100.0/24"]}`, nil)
-	if rec.Code != 403 || !strings.Contains(decodeErr(t, rec).Message, "no API token configured") || m.calls != 0 {
+	if rec.Code != 403 || !strings.Contains(decodeErr(t, rec).Message, "no API token with role write configured") || m.calls != 0 {
 		t.Fatalf("%d %s calls=%d", rec.Code, rec.Body, m.calls)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -27,7 +28,7 @@ func apiErr(status int, msg string) *APIError { return &APIError{Status: status,
 
 // toAPIError maps typed errors to statuses: bad input 400, what the
 // running dataplane cannot do 422, unknown name 404, clashes with current
-// state 409; anything else is ours (500) and its
+// state 409, the state store could not save it 507 (disk full) or 503; anything else is ours (500) and its
 // text is logged, not sent.
 func toAPIError(err error, log *slog.Logger) *APIError {
 	var ae *APIError
@@ -35,6 +36,7 @@ func toAPIError(err error, log *slog.Logger) *APIError {
 	var ce *lb.ConflictError
 	var he *echo.HTTPError
 	var mbe *http.MaxBytesError
+	var sce *store.CommitError
 	switch {
 	case errors.As(err, &ae):
 		return ae
@@ -51,6 +53,17 @@ func toAPIError(err error, log *slog.Logger) *APIError {
 		// is programmed keeps forwarding.
 		return &APIError{Status: http.StatusServiceUnavailable, Message: "not written: " + err.Error() +
 			"; forwarding of what is programmed goes on, try again when the store is back"}
+	case errors.As(err, &sce):
+		// The state file could not be written: nothing changed. A full
+		// disk is 507 (Insufficient Storage), anything else 503; the body
+		// says which, and so do edgelb_store_commit_failures_total{reason}
+		// and /readyz.
+		status := http.StatusServiceUnavailable
+		if sce.Reason == store.ReasonDiskFull {
+			status = http.StatusInsufficientStorage
+		}
+		return &APIError{Status: status, Field: "store", Value: string(sce.Reason), Message: "not written: " + sce.Error() +
+			"; nothing changed, forwarding of what is programmed goes on; free space (or fix the disk) and try again"}
 	case errors.Is(err, store.ErrStale):
 		// Other gateways' writes kept winning the race for the fleet's store.
 		return &APIError{Status: http.StatusServiceUnavailable, Message: "not written: " + err.Error() +
@@ -91,6 +104,10 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		// RFC 6750: tell the client which scheme to use.
 		h.Set("WWW-Authenticate", `Bearer realm="edgelb"`)
 	}
+	// An error quotes what the client sent, which may not be UTF-8: never
+	// let that turn the answer into a 500.
+	fix := func(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
+	ae.Message, ae.Field, ae.Value = fix(ae.Message), fix(ae.Field), fix(ae.Value)
 	body, merr := marshal(ae)
 	if merr != nil {
 		body = []byte(`{"error":"internal error"}`)

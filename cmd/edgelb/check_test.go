@@ -115,7 +115,7 @@ func TestReadmeConfigIsValid(t *testing.T) {
 	s = s[:strings.Index(s, "```")]
 	tok := filepath.Join(t.TempDir(), "token")
 	os.WriteFile(tok, []byte("secret"), 0o600)
-	code, out := runCheck(t, strings.ReplaceAll(s, "/etc/edgelb/token", tok), "--no-host")
+	code, out := runCheck(t, strings.ReplaceAll(s, "/etc/edgelb/ops.token", tok), "--no-host")
 	if code != 0 {
 		t.Fatalf("README config: exit %d\n%s", code, out)
 	}

@@ -72,6 +72,9 @@ func status(ctx context.Context, c *apiClient, watch bool, interval time.Duratio
 		done, err := writeStructured(stdout, format, vs)
 		if !done {
 			err = writeStatusTable(stdout, vs)
+			for _, w := range readyWarnings(ctx, c) {
+				fmt.Fprintln(stdout, w)
+			}
 		}
 		if err != nil || !watch {
 			return err

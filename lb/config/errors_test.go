@@ -23,7 +23,7 @@ func TestErrors(t *testing.T) {
 		{"top level list", "- a\n- b\n", []want{{"config", "want a mapping of sections"}}},
 		{"unknown section", "pool: []\n", []want{{"pool", `unknown field (did you mean "pools"?)`}}},
 		{"unknown field case", pool + "services: [{name: a, ports: [{Port: 80}]}]\n", []want{{"services[0].ports[0].Port", `did you mean "port"?`}}},
-		{"unknown field far", "api: {colour: red}\n", []want{{"api.colour", "known fields: listen, tokenFile, tls"}}},
+		{"unknown field far", "api: {colour: red}\n", []want{{"api.colour", "known fields: listen, tokenFile, tokens, anonymousReads, tls"}}},
 		{"section not a map", "dataplane: nftables\n", []want{{"dataplane", `"nftables": want a mapping`}}},
 		{"list not a list", pool + "services: [{name: a, ports: {port: 80}}]\n", []want{{"services[0].ports", "want a list, got a mapping"}}},
 		{"string for int", pool + "services: [{name: a, ports: [{port: eighty}]}]\n", []want{{"services[0].ports[0].port", `"eighty": want an integer, got a string`}}},

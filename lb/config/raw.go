@@ -161,10 +161,18 @@ type rawDataplane struct {
 }
 
 type rawAPI struct {
-	Listen    string  `json:"listen"`
-	TokenFile string  `json:"tokenFile"`
-	TLS       *rawTLS `json:"tls"`
-	LiveFlows string  `json:"liveFlows"`
+	Listen         string        `json:"listen"`
+	TokenFile      string        `json:"tokenFile"`
+	Tokens         []rawAPIToken `json:"tokens"`
+	AnonymousReads bool          `json:"anonymousReads"`
+	TLS            *rawTLS       `json:"tls"`
+	LiveFlows      string        `json:"liveFlows"`
+}
+
+type rawAPIToken struct {
+	Name string `json:"name"`
+	File string `json:"file"`
+	Role string `json:"role"`
 }
 
 type rawTLS struct {

@@ -382,7 +382,7 @@ func (b *Bolt) Commit(c Change) error {
 		})
 	})
 	if err != nil {
-		return fmt.Errorf("commit to store %s: %w", b.path, err)
+		return fmt.Errorf("commit to store %s: %w", b.path, commitError(b.path, err))
 	}
 	return nil
 }
