@@ -22,7 +22,6 @@ type command struct {
 var commands = []command{
 	{"run", "run the gateway daemon", cmdRun},
 	{"check", "validate a config and the host without touching the kernel", cmdCheck},
-	{"demo", "build a namespace lab and show edgelb forwarding real traffic", cmdDemo},
 	{"cleanup", "remove everything edgelb programmed (nft tables, IPVS services, devices)", cmdCleanup},
 	{"backend-setup", "print or apply what a DR/tunnel backend needs", cmdBackendSetup},
 	{"status", "an ipvsadm -ln-like table of VIPs, backends, connections and health from the REST API", cmdStatus},
