@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/edgelb/edgelb/proxy"
+	"github.com/edgelb/edgelb/proxy/nftgen"
 )
 
 // DefaultTable names the ip and ip6 tables the dataplane owns.
@@ -111,7 +112,7 @@ type Dataplane struct {
 	// kernel last equalled the model.
 	genConn  *netlink.Conn
 	commits  uint64
-	clean    GenGate
+	clean    nftgen.Gate
 	mon      *monitor
 	monTried bool          // the monitor was started (or failed to start) after the first sync
 	portid   atomic.Uint32 // conn's netlink port id: its own notifications are not foreign
