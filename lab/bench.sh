@@ -181,7 +181,7 @@ done
 v=$(sedp nft 's/.*nft cold sync 1000 services × 10 backends: \([0-9.]*\) ms wall, \([0-9.]*\) ms CPU.*/**\1 ms** (\2 ms CPU)/p')
 row nft "nftables cold sync, 1,000 services × 10 backends (BenchmarkNetnsColdSync1000)" "$v" "—" "kube-proxy iptables: \"runs of 4–5 seconds each\" reported at scale [3]"
 v=$(sedp nft 's/.*nft cold sync 10000 services × 10 backends: \([0-9.]*\) ms wall, \([0-9.]*\) ms CPU.*(\([0-9]*\) elements in \([0-9]*\) batches.*/**\1 ms** (\2 ms CPU; \3 elements, \4 batches)/p')
-row nft "nftables cold sync, 10,000 services × 10 backends (BenchmarkNetnsColdSync10000)" "$v" "< 2 s" "kube-proxy-like layout (chain + anonymous map per service), same work via nft -f on this machine: 11–20 s [4]" "" "$(num nft 's/.*nft cold sync 10000 services × 10 backends: \([0-9.]*\) ms wall.*/\1/p') < 2000"
+row nft "nftables cold sync, 10,000 services × 10 backends (BenchmarkNetnsColdSync10000)" "$v" "< 1 s" "kube-proxy-like layout (chain + anonymous map per service), same work via nft -f on this machine: 11–20 s [4]" "" "$(num nft 's/.*nft cold sync 10000 services × 10 backends: \([0-9.]*\) ms wall.*/\1/p') < 1000"
 v=$(sedp nft 's/.*nft update 1 of 10000 services: \([0-9.]*\) ms wall, \([0-9.]*\) ms CPU (\([0-9.]*\) batches, \([0-9.]*\) elements.*/**\1 ms** (\2 ms CPU; \3 batch, \4 elements)/p')
 row nft "nftables one-service update among 10,000 (BenchmarkNetnsUpdateOneOf10000)" "$v" "< 5 ms" "iptables: any change re-uploads the whole ruleset (KEP-3866) [2]; kube-proxy full resync every 30 s (--iptables-sync-period) [5]" "" "$(num nft 's/.*nft update 1 of 10000 services: \([0-9.]*\) ms wall.*/\1/p') < 5"
 v=$(sedp nft 's/.*nft resync (full=false) of 10000 services, nothing changed: \([0-9.]*\) ms wall, \([0-9.]*\) ms CPU.*/**\1 ms** (\2 ms CPU; the generation gate)/p')
@@ -213,11 +213,11 @@ for n in 10k 50k; do
   v=""; c=$(idle $n cpu_pct_of_core)
   [ -n "$c" ] && v="**$c% of a core** over $(sedp idle$n 's/.*window=\([0-9a-z]*\) .*/\1/p') with $(idle $n resyncs) resyncs (interval 5 s; a resync $(idle $n resync_mean_ms) ms, $(idle $n resync_cpu_ms) ms CPU)"
   row idle$n "Idle daemon, $N services × 10 backends from a config file: CPU including resyncs (TestNetnsIdleCost)" "$v" "$(goal "< 1% of a core")" "kube-proxy: a full resync every 30 s [5]" TestNetnsIdleCost "$([ $n = 10k ] && echo "$c < 1")"
-  r0=$(idle $n rss_ready_mib); r1=$(idle $n rss_after_mib)
+  r0=$(idle $n rss_ready_mib); r1=$(idle $n rss_after_mib); r45=$(idle $n rss_45s_mib)
   when=$(sedp idle$n 's/.*idle: config \([0-9]*\) bytes; RSS read \([0-9a-z.]*\) after ready (after ≥2 resyncs) and again after the \([0-9a-z.]*\) window (\([0-9]*\) more resyncs).*/read \2 after ready (after ≥ 2 resyncs) and again after the \3 window (\4 more resyncs); config file \1 bytes/p')
-  parts=$(sedp idle$n 's/.*idle: after the window RssAnon \([0-9.]*\) MiB, RssFile \([0-9.]*\) MiB (the mapped binary), peak VmHWM \([0-9.]*\) MiB.*/; after the window RssAnon \1 MiB (the heap: live data plus what was allocated since the last GC, up to 1.5× the live heap once ready), RssFile \2 MiB (the mapped binary), peak VmHWM \3 MiB (start-up)/p')
+  parts=$(sedp idle$n 's/.*idle: after the window RssAnon \([0-9.]*\) MiB, RssFile \([0-9.]*\) MiB (the mapped binary), peak VmHWM \([0-9.]*\) MiB.*/; after the window RssAnon \1 MiB (the heap: live data plus what was allocated since the last GC, up to 2× the live heap, Go default GOGC), RssFile \2 MiB (the mapped binary), peak VmHWM \3 MiB (start-up)/p')
   when="$when$parts"
-  row idle$n "Daemon memory (VmRSS): $N services × 10 backends loaded from a config file by \`edgelb run --config FILE\` (the binary copied into place as \`make install\` does and started as a child process of the test; no REST, no Kubernetes), resync interval 5 s (TestNetnsIdleCost)" "${r0:+**$r1 MiB** after the window, $r0 MiB at ready; $when}" "$(goal "< 100 MiB")" "the issue's hand run: 183 MB right after ready, 196 MB 50 s later (10,000 × 10, config file)" TestNetnsIdleCost "$([ $n = 10k ] && echo "$r1 < 100")"
+  row idle$n "Daemon memory (VmRSS): $N services × 10 backends loaded from a config file by \`edgelb run --config FILE\` (the binary copied into place as \`make install\` does and started as a child process of the test; no REST, no Kubernetes), resync interval 5 s (TestNetnsIdleCost)" "${r0:+**$r1 MiB** after the window, ${r45:+**$r45 MiB** 45 s after ready, }$r0 MiB at ready; $when}" "$(goal "< 128 MiB")" "the issue's hand run: 183 MB right after ready, 196 MB 50 s later (10,000 × 10, config file)" TestNetnsIdleCost "$([ $n = 10k ] && echo "$(awk -v a="$r1" -v b="${r45:-0}" 'BEGIN {print (a > b ? a : b)}') < 128")"
   # Several cold starts (EDGELB_IDLE_STARTS): the median is judged, every
   # start is shown; a single start is judged where only one ran.
   st=$(sedp idle$n 's/.*MEASURED idle-starts .* start_to_ready_median_s=\([0-9.]*\) .*/\1/p')
@@ -227,7 +227,7 @@ for n in 10k 50k; do
     st=$(idle $n start_to_ready_s)
     ph=$(sedp idle$n 's/.*startup_config_s=\([0-9.]*\) startup_checks_s=\([0-9.]*\) startup_writer_s=\([0-9.]*\) startup_apply_s=\([0-9.]*\).*/one start: config \1 s, host checks \2 s, writer \3 s, dataplane + first apply \4 s/p')
   fi
-  row idle$n "… start to ready, $N services from a config file (from the spawn to the first ready /readyz, polled every 10 ms; the file written before; each start from a stopped daemon, an empty table and an empty state directory)" "${st:+**$st s** ($ph)}" "$(goal "< 1 s")" "—" TestNetnsIdleCost "$([ $n = 10k ] && echo "$st < 1")"
+  row idle$n "… start to ready, $N services from a config file (from the spawn to the first ready /readyz, polled every 10 ms; the file written before; each start from a stopped daemon, an empty table and an empty state directory)" "${st:+**$st s** ($ph)}" "$(goal "< 2 s")" "—" TestNetnsIdleCost "$([ $n = 10k ] && echo "$st < 2")"
   rp=$(idle $n repair_s)
   row idle$n "… a frontend deleted by hand, $N services: repaired by the next resync" "${rp:+**by resync $(idle $n repaired_by_resync) after it at the latest**, $rp s after the edit (interval 5 s)}" "the first resync after it" "—" TestNetnsIdleCost
 done

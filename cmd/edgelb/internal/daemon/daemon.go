@@ -46,15 +46,6 @@ type Options struct {
 func Run(ctx context.Context, o Options) error {
 	log := o.Logger
 	var up startup
-	var configSize int64
-	if st, err := os.Stat(o.ConfigPath); err == nil {
-		configSize = st.Size()
-	}
-	heap := prepareStartHeap(startHeapRoom(configSize))
-	defer heap.end()
-	// Also if the first apply never succeeds: huge pages left requested
-	// would let khugepaged grow the steady heap (startheap.go).
-	defer time.AfterFunc(startHeapLimit, heap.end).Stop()
 	cfg, err := config.Load(o.ConfigPath)
 	if err != nil {
 		return err
@@ -225,9 +216,7 @@ func Run(ctx context.Context, o Options) error {
 		fx.Run(runCtx, w.desired, func() {
 			notify.Ready("serving")
 			up.mark("apply")
-			heap.end()
-			gc := steadyGC()
-			log.Info("dataplane converged; ready", append([]any{"dataplane", dp.Name()}, append(up.fields(), "gcPercent", gc)...)...)
+			log.Info("dataplane converged; ready", append([]any{"dataplane", dp.Name()}, up.fields()...)...)
 			up.register(reg)
 			started.Store(true)
 		})
