@@ -89,7 +89,7 @@ func TestHelpEverywhere(t *testing.T) {
 		}
 	}
 	walk(newRoot())
-	if n < 20 {
+	if n < 19 { // the 19 of today: the demo moved out to lab/demo/cmd/edgelb-demo
 		t.Fatalf("only %d commands", n)
 	}
 	var out, errb bytes.Buffer
