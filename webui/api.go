@@ -61,7 +61,7 @@ func (s *Server) decodePool(c echo.Context) (lb.Pool, error) {
 		return lb.Pool{}, err
 	}
 	var dto PoolSpec
-	if err := decodeStrict(body, &dto); err != nil {
+	if err := lb.DecodeStrict(body, &dto); err != nil {
 		return lb.Pool{}, err
 	}
 	return parsePool(dto)
@@ -144,19 +144,19 @@ func (s *Server) putService(c echo.Context) error {
 		return err
 	}
 	var dto ServiceSpec
-	if err := decodeStrict(body, &dto); err != nil {
+	if err := lb.DecodeStrict(body, &dto); err != nil {
 		return err
 	}
 	spec, err := parseService(dto)
 	if err != nil {
-		return err
+		return asWritten(&dto, err)
 	}
 	if err := nameMatches(c.Param("name"), spec.Name); err != nil {
 		return err
 	}
 	st, created, err := s.opts.Manager.PutService(c.Request().Context(), spec)
 	if err != nil {
-		return err
+		return asWritten(&dto, err)
 	}
 	s.changed()
 	code := http.StatusOK

@@ -15,11 +15,49 @@ import (
 
 // APIError is every error body the API sends:
 // {"error": "...", "field": "addresses[0]", "value": "192.0.2.0/33"}.
+// Bad input names its first problem in field and value and lists every
+// problem in errors (lb's validator reports them all at once).
 type APIError struct {
-	Status  int    `json:"-"`
+	Status  int             `json:"-"`
+	Message string          `json:"error"`
+	Field   string          `json:"field,omitempty"`
+	Value   string          `json:"value,omitempty"`
+	Errors  []APIFieldError `json:"errors,omitempty"`
+}
+
+// APIFieldError is one problem of a refused body.
+type APIFieldError struct {
 	Message string `json:"error"`
-	Field   string `json:"field,omitempty"`
+	Field   string `json:"field"`
 	Value   string `json:"value,omitempty"`
+}
+
+// allUnsupported: every problem is one the running dataplane cannot do
+// (422); any other makes the body bad input (400).
+func allUnsupported(err error) bool {
+	var list *lb.Errors
+	if errors.As(err, &list) {
+		for _, fe := range list.List {
+			if !errors.Is(fe, proxy.ErrUnsupported) {
+				return false
+			}
+		}
+		return len(list.List) > 0
+	}
+	return errors.Is(err, proxy.ErrUnsupported)
+}
+
+// fieldErrors lists every problem err holds when there is more than one.
+func fieldErrors(err error) []APIFieldError {
+	var list *lb.Errors
+	if !errors.As(err, &list) || len(list.List) < 2 {
+		return nil
+	}
+	out := make([]APIFieldError, len(list.List))
+	for i, fe := range list.List {
+		out[i] = APIFieldError{Message: fe.Error(), Field: fe.Field, Value: fe.Value}
+	}
+	return out
 }
 
 func (e *APIError) Error() string { return e.Message }
@@ -40,12 +78,12 @@ func toAPIError(err error, log *slog.Logger) *APIError {
 	switch {
 	case errors.As(err, &ae):
 		return ae
-	case errors.As(err, &fe) && errors.Is(err, proxy.ErrUnsupported):
+	case errors.As(err, &fe) && allUnsupported(err):
 		// Well-formed, but the running dataplane cannot do it (lc on
 		// nftables): 422, naming the field; nothing was stored.
-		return &APIError{Status: http.StatusUnprocessableEntity, Message: fe.Error(), Field: fe.Field, Value: fe.Value}
+		return &APIError{Status: http.StatusUnprocessableEntity, Message: fe.Error(), Field: fe.Field, Value: fe.Value, Errors: fieldErrors(err)}
 	case errors.As(err, &fe):
-		return &APIError{Status: http.StatusBadRequest, Message: fe.Error(), Field: fe.Field, Value: fe.Value}
+		return &APIError{Status: http.StatusBadRequest, Message: fe.Error(), Field: fe.Field, Value: fe.Value, Errors: fieldErrors(err)}
 	case errors.As(err, &ce):
 		return &APIError{Status: http.StatusConflict, Message: ce.Reason, Field: ce.Field, Value: ce.Value}
 	case errors.Is(err, store.ErrUnavailable):

@@ -37,6 +37,9 @@ type Config struct {
 	Log        Log
 	// StateSync copies connection state to the other gateways (stateSync.go).
 	StateSync StateSync
+
+	// wroteVIP[i]: services[i] wrote its VIP as vip: (errors name "vip").
+	wroteVIP []bool
 }
 
 // Secret is a string that prints as [redacted] (%v, %s, %+v, JSON), so a
@@ -322,7 +325,7 @@ const (
 	DefaultSuspicionMult     = 2
 	DefaultBGPPort           = 179
 	DefaultHoldTime          = 90 * time.Second
-	DefaultAffinityTimeout   = 3 * time.Hour
+	DefaultAffinityTimeout   = lb.DefaultAffinityTimeout
 	MaxAffinityTimeout       = 24 * time.Hour
 	DefaultCheckInterval     = lb.DefaultCheckInterval
 	DefaultCheckTimeout      = lb.DefaultCheckTimeout

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/edgelb/edgelb/lb"
 	"github.com/edgelb/edgelb/proxy"
 	"github.com/edgelb/edgelb/proxy/hostcheck"
 )
@@ -350,8 +351,8 @@ func convertKubernetes(r *rawKubernetes, e env, snat bool, c *collector) Kuberne
 	}
 	if h := r.NodeHealthCheck; h != nil {
 		// The per-service check's parsing and defaults, restricted to TCP.
-		k.NodeHealthCheck = convertHealthCheck(&rawHealthCheck{Type: "tcp", Interval: h.Interval, Timeout: h.Timeout,
-			Rise: h.Rise, Fall: h.Fall}, "kubernetes.nodeHealthCheck", c)
+		k.NodeHealthCheck = lb.ConvertHealthCheck(&c.Collector, "kubernetes.nodeHealthCheck", &lb.HealthCheckInput{Type: "tcp",
+			Interval: h.Interval, Timeout: h.Timeout, Rise: h.Rise, Fall: h.Fall})
 	}
 	return k
 }
