@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/edgelb/edgelb/lb"
+	"github.com/edgelb/edgelb/lb/fielderr"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -116,7 +116,7 @@ func (c Config) restartTime() time.Duration {
 }
 
 func fieldErr(field, value, format string, args ...any) error {
-	return &lb.FieldError{Field: field, Value: value, Err: fmt.Errorf(format, args...)}
+	return &fielderr.Error{Field: field, Value: value, Err: fmt.Errorf(format, args...)}
 }
 
 // validate checks everything GoBGP would otherwise refuse late (or accept

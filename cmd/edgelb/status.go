@@ -76,6 +76,9 @@ func status(ctx context.Context, c *apiClient, watch bool, interval time.Duratio
 		done, err := writeStructured(stdout, format, statusReport{Virtual: vs, Announcements: ann})
 		if !done {
 			if err = writeStatusTable(stdout, vs); err == nil {
+				for _, w := range readyWarnings(ctx, c) {
+					fmt.Fprintln(stdout, w)
+				}
 				err = writeAnnouncementsTable(stdout, ann, time.Now())
 			}
 		}
@@ -147,7 +150,7 @@ func collectStatus(ctx context.Context, c *apiClient) ([]statusVirtual, map[stri
 				}
 				fe := netip.AddrPortFrom(a, uint16(p.Port)).String()
 				v := statusVirtual{Service: s.Spec.Name, Protocol: proto, Address: fe, Scheduler: s.Spec.Scheduler,
-					Affinity: s.Spec.AffinityTimeout, Backends: []statusBackend{}}
+					Affinity: affinityOf(s.Spec), Backends: []statusBackend{}}
 				for _, b := range s.Spec.Backends {
 					port := b.Port
 					if port == 0 {
@@ -216,4 +219,12 @@ func writeStatusTable(w io.Writer, vs []statusVirtual) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// affinityOf is a service's ClientIP affinity timeout ("" = none).
+func affinityOf(s webui.ServiceSpec) string {
+	if s.Affinity != nil && s.Affinity.Type == "ClientIP" {
+		return s.Affinity.Timeout
+	}
+	return ""
 }

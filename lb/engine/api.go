@@ -117,7 +117,7 @@ func (e *Engine) usersOf(pool string) string {
 // load of N services stays O(N).
 func (e *Engine) validation(pools map[string]store.Pool, svcs map[string]*service) lb.ValidateOptions {
 	o := lb.ValidateOptions{NodePortRange: e.opts.NodePortRange, Pools: []lb.Pool{}, NodePorts: map[lb.PortProto]string{},
-		VIPs: map[netip.Addr]string{}}
+		VIPs: map[netip.Addr]string{}, Methods: e.opts.Methods}
 	for _, n := range store.Names(pools) {
 		o.Pools = append(o.Pools, pools[n].Pool)
 	}
@@ -144,11 +144,6 @@ func (e *Engine) validate(spec *lb.ServiceSpec, o lb.ValidateOptions) error {
 	lb.NormalizeService(spec)
 	if err := lb.ValidateService(spec, o); err != nil {
 		return err
-	}
-	if e.opts.Methods != nil && !slices.Contains(e.opts.Methods, spec.Method) {
-		return &lb.FieldError{Field: "method", Value: string(spec.Method),
-			Err: fmt.Errorf("the running dataplane can do only %v (dr and tunnel need the IPVS dataplane; a method is never downgraded): %w",
-				e.opts.Methods, proxy.ErrUnsupported)}
 	}
 	return e.checkDataplane(spec)
 }
