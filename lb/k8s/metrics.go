@@ -17,7 +17,7 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		poolSize: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "edgelb_k8s_pool_size", Help: "Addresses in an IPPool (capped at 2^63-1)."}, []string{"pool"}),
+			Name: "edgelb_k8s_pool_size", Help: "Addresses an IPPool may hand out (avoidBuggyIPs excluded; capped at 2^63-1)."}, []string{"pool"}),
 		poolUsed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "edgelb_k8s_pool_used", Help: "Addresses of an IPPool assigned to Services (leader only)."}, []string{"pool"}),
 		allocations: prometheus.NewCounterVec(prometheus.CounterOpts{
