@@ -1,6 +1,8 @@
 package k8s
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -12,6 +14,37 @@ type metrics struct {
 	pending     prometheus.Gauge
 	leader      prometheus.Gauge
 	syncSeconds *prometheus.HistogramVec
+
+	// poolsMu guards pools: the IPPools with size/used series, so a
+	// deleted IPPool's series go (a gauge left behind would report
+	// addresses in use that no pool has).
+	poolsMu sync.Mutex
+	pools   map[string]bool
+}
+
+// setPool sets an IPPool's size and used series.
+func (m *metrics) setPool(name string, size int64, used int) {
+	m.poolsMu.Lock()
+	defer m.poolsMu.Unlock()
+	if m.pools == nil {
+		m.pools = map[string]bool{}
+	}
+	m.pools[name] = true
+	m.poolSize.WithLabelValues(name).Set(float64(size))
+	m.poolUsed.WithLabelValues(name).Set(float64(used))
+}
+
+// keepPools deletes the series of every IPPool not in keep.
+func (m *metrics) keepPools(keep map[string]bool) {
+	m.poolsMu.Lock()
+	defer m.poolsMu.Unlock()
+	for name := range m.pools {
+		if !keep[name] {
+			m.poolSize.DeleteLabelValues(name)
+			m.poolUsed.DeleteLabelValues(name)
+			delete(m.pools, name)
+		}
+	}
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {

@@ -83,6 +83,9 @@ func TestPoolTruthFake(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, "p gone after its last Service", func() bool { _, _, gone := status("p"); return gone })
+	waitFor(t, 30*time.Second, "p's metric series gone", func() bool {
+		return testutil.CollectAndCount(c.m.poolUsed) == 0 && testutil.CollectAndCount(c.m.poolSize) == 0
+	})
 
 	// A requested address after automatic ones, with lower ones freed.
 	if _, err := gvr.Create(ctx, poolObj("q", time.Second, "198.51.100.0/29"), metav1.CreateOptions{}); err != nil {

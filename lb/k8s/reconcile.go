@@ -419,7 +419,15 @@ func (c *Controller) writePoolStatus(t *term) error {
 		}
 	})
 	var firstErr error
-	for _, o := range c.poolInf.GetStore().List() {
+	objs := c.poolInf.GetStore().List()
+	exist := make(map[string]bool, len(objs))
+	for _, o := range objs {
+		if u, ok := o.(*unstructured.Unstructured); ok {
+			exist[u.GetName()] = true
+		}
+	}
+	c.m.keepPools(exist)
+	for _, o := range objs {
 		u, ok := o.(*unstructured.Unstructured)
 		if !ok {
 			continue
@@ -454,8 +462,7 @@ func (c *Controller) writePoolStatus(t *term) error {
 		if p, err := poolFromObject(u); err == nil {
 			size = poolSize(&p)
 		}
-		c.m.poolSize.WithLabelValues(name).Set(float64(size))
-		c.m.poolUsed.WithLabelValues(name).Set(float64(used[name]))
+		c.m.setPool(name, size, used[name])
 		curSize, _, _ := unstructured.NestedInt64(u.Object, "status", "size")
 		curUsed, _, _ := unstructured.NestedInt64(u.Object, "status", "used")
 		curConds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
