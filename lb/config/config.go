@@ -37,6 +37,9 @@ type Config struct {
 	Log        Log
 	// StateSync copies connection state to the other gateways (stateSync.go).
 	StateSync StateSync
+	// AllocationOrder is how addresses are picked inside a pool
+	// (allocation.order): lowest free (default, MetalLB's) or rotate.
+	AllocationOrder lb.AllocOrder
 }
 
 // Secret is a string that prints as [redacted] (%v, %s, %+v, JSON), so a

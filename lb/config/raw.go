@@ -17,6 +17,11 @@ type rawConfig struct {
 	Health     rawHealth     `json:"health"`
 	Log        rawLog        `json:"log"`
 	StateSync  rawStateSync  `json:"stateSync"`
+	Allocation rawAllocation `json:"allocation"`
+}
+
+type rawAllocation struct {
+	Order string `json:"order"`
 }
 
 type rawPool struct {
