@@ -27,7 +27,49 @@ type Allocator struct {
 	// shared indexes addresses by sharing key, so Allocate finds an address
 	// to join without scanning every assignment.
 	shared map[string]map[netip.Addr]struct{}
+	seq    AllocOrder // how Allocate picks inside a range
 }
+
+// AllocOrder is how Allocate picks among the free addresses of a range
+// (pools and ranges are always tried in the same order: autoOrder, then
+// each pool's ranges by address).
+type AllocOrder int
+
+const (
+	// LowestFree hands out the lowest free address, as MetalLB does: the
+	// default, so an address a Service may request later stays free while
+	// lower ones are (a pool fills from the bottom).
+	LowestFree AllocOrder = iota
+	// Rotate hands out the first free address after the last one handed
+	// out in the range, wrapping around: a just-released address (still in
+	// clients' ARP caches and conntrack) is reused only once every other
+	// free one has been handed out. It is the order edgelb used before
+	// issue 37; choose it where addresses churn and stale client state
+	// matters more than a predictable order.
+	Rotate
+)
+
+// String is the option's value in configuration and flags.
+func (o AllocOrder) String() string {
+	if o == Rotate {
+		return "rotate"
+	}
+	return "lowest-free"
+}
+
+// ParseAllocOrder reads "lowest-free" (or "") and "rotate".
+func ParseAllocOrder(s string) (AllocOrder, error) {
+	switch s {
+	case "", "lowest-free":
+		return LowestFree, nil
+	case "rotate":
+		return Rotate, nil
+	}
+	return LowestFree, &FieldError{Field: "allocationOrder", Value: s, Err: errors.New(`want "lowest-free" or "rotate"`)}
+}
+
+// SetOrder chooses how Allocate picks inside a range (LowestFree unless set).
+func (a *Allocator) SetOrder(o AllocOrder) { a.seq = o }
 
 // ipUse is one assigned address and who holds it.
 type ipUse struct {
@@ -406,7 +448,7 @@ func (a *Allocator) Allocate(svc string, fam Family, req Request) (netip.Addr, e
 			if FamilyOf(rs.First) != fam {
 				continue
 			}
-			if ip, ok := rs.pick(); ok {
+			if ip, ok := rs.pick(a.seq); ok {
 				if u := a.ips[ip]; u != nil {
 					// setPools keeps every held address taken, so this cannot
 					// be; were it ever, handing it out would give one address
@@ -568,6 +610,7 @@ func (a *Allocator) CloneFor(services int) *Allocator {
 		ips:    make(map[netip.Addr]*ipUse, max(len(a.ips), services)),
 		held:   make(map[string][]netip.Addr, max(len(a.held), services)),
 		shared: make(map[string]map[netip.Addr]struct{}, len(a.shared)),
+		seq:    a.seq,
 	}
 	moved := make(map[*rangeState]*rangeState, len(a.ranges))
 	for n, p := range a.pools {

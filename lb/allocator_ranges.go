@@ -170,9 +170,9 @@ type rangeState struct {
 	usable uint64 // addresses the pool may hand out (buggy ones excluded)
 	huge   bool   // usable is not tracked: the range cannot be exhausted
 	taken  uint64 // used addresses in the range
-	// cursor is where the next search starts: it moves past each address
-	// handed out, so a just-released VIP (still in ARP caches and conntrack
-	// of clients) is not handed to another service at once.
+	// cursor is where the next search starts in Rotate order: it moves past
+	// each address handed out, so a just-released VIP (still in ARP caches
+	// and conntrack of clients) is not handed to another service at once.
 	cursor netip.Addr
 }
 
@@ -193,15 +193,17 @@ func (rs *rangeState) usableAddr(a netip.Addr) bool {
 	return !(rs.pool.AvoidBuggyIPs && isBuggy(a))
 }
 
-// pick returns a free usable address, searching from the cursor and
-// wrapping around once.
-func (rs *rangeState) pick() (netip.Addr, bool) {
+// pick returns a free usable address: the lowest one (LowestFree), or in
+// Rotate order the first at or after the cursor, wrapping around once.
+func (rs *rangeState) pick(order AllocOrder) (netip.Addr, bool) {
 	if !rs.hasFree() {
 		return netip.Addr{}, false
 	}
 	skip := rs.pool.AvoidBuggyIPs
-	if a, ok := rs.used.nextFree(rs.cursor, rs.Last, skip); ok {
-		return a, true
+	if order == Rotate {
+		if a, ok := rs.used.nextFree(rs.cursor, rs.Last, skip); ok {
+			return a, true
+		}
 	}
 	return rs.used.nextFree(rs.First, rs.Last, skip)
 }

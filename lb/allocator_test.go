@@ -255,21 +255,21 @@ func TestAllocation(t *testing.T) {
 		{desc: "manual pool only on request", op: "alloc", svc: "s4", pool: "manual", ip: "203.0.113.0"},
 		{desc: "idempotent", op: "alloc", svc: "s4", pool: "manual", ip: "203.0.113.0"},
 		{desc: "pool change moves the service", op: "alloc", svc: "s4", pool: "test2", ip: "198.51.100.2"},
-		{desc: "s4 back on the manual pool", op: "alloc", svc: "s4", pool: "manual", ip: "203.0.113.1"},
-		{desc: "without a pool: moves to an auto-assign one", op: "alloc", svc: "s4", ip: "198.51.100.3"},
-		{desc: "the old ones are free", op: "assign", svc: "s5", ip: "203.0.113.1"},
+		{desc: "s4 back on the manual pool: the lowest free, its former one", op: "alloc", svc: "s4", pool: "manual", ip: "203.0.113.0"},
+		{desc: "without a pool: moves to an auto-assign one", op: "alloc", svc: "s4", ip: "198.51.100.2"},
+		{desc: "the old ones are free", op: "assign", svc: "s5", ip: "203.0.113.0"},
 		{desc: "s1 releases", op: "releaseAll", svc: "s1"},
 		{desc: "s6 gets s1's former IP only from pool test", op: "alloc", svc: "s6", pool: "test", ip: "192.0.2.4"},
 
 		// Sharing preference.
-		{desc: "s10 with key", op: "alloc", svc: "s10", pool: "test2", key: "k", ports: "tcp/80", ip: "198.51.100.4"},
-		{desc: "s11 joins s10 (disjoint)", op: "alloc", svc: "s11", key: "k", ports: "tcp/443", ip: "198.51.100.4"},
-		{desc: "s12 same port: fresh IP", op: "alloc", svc: "s12", key: "k", ports: "tcp/80", ip: "198.51.100.5"},
-		{desc: "s13 other key: fresh IP", op: "alloc", svc: "s13", key: "q", ports: "tcp/53", ip: "198.51.100.6"},
-		{desc: "s14 joins the lowest shared IP", op: "alloc", svc: "s14", key: "k", ports: "udp/53", ip: "198.51.100.4"},
-		{desc: "s11 changes ports onto s10's and s12's: fresh IP", op: "alloc", svc: "s11", key: "k", ports: "tcp/80", ip: "198.51.100.7"},
-		{desc: "s11 alone there: keeps it whatever its ports", op: "alloc", svc: "s11", key: "k", ports: "tcp/443", ip: "198.51.100.7"},
-		{desc: "s15 joins the lowest of the two", op: "alloc", svc: "s15", key: "k", ports: "tcp/22", ip: "198.51.100.4"},
+		{desc: "s10 with key", op: "alloc", svc: "s10", pool: "test2", key: "k", ports: "tcp/80", ip: "198.51.100.3"},
+		{desc: "s11 joins s10 (disjoint)", op: "alloc", svc: "s11", key: "k", ports: "tcp/443", ip: "198.51.100.3"},
+		{desc: "s12 same port: fresh IP", op: "alloc", svc: "s12", key: "k", ports: "tcp/80", ip: "198.51.100.4"},
+		{desc: "s13 other key: fresh IP", op: "alloc", svc: "s13", key: "q", ports: "tcp/53", ip: "198.51.100.5"},
+		{desc: "s14 joins the lowest shared IP", op: "alloc", svc: "s14", key: "k", ports: "udp/53", ip: "198.51.100.3"},
+		{desc: "s11 changes ports onto s10's and s12's: fresh IP", op: "alloc", svc: "s11", key: "k", ports: "tcp/80", ip: "198.51.100.6"},
+		{desc: "s11 alone there: keeps it whatever its ports", op: "alloc", svc: "s11", key: "k", ports: "tcp/443", ip: "198.51.100.6"},
+		{desc: "s15 joins the lowest of the two", op: "alloc", svc: "s15", key: "k", ports: "tcp/22", ip: "198.51.100.3"},
 
 		// IPv6.
 		{desc: "v6 s1", op: "alloc", svc: "s1", fam: IPv6, ip: "2001:db8::4"},
@@ -311,6 +311,7 @@ func TestAllocateExhaustionThenFree(t *testing.T) {
 
 func TestAllocateRotatesCursor(t *testing.T) {
 	a := NewAllocator()
+	a.SetOrder(Rotate)
 	if err := a.SetPools([]Pool{pool(t, "p", true, false, "192.0.2.0/29")}); err != nil {
 		t.Fatal(err)
 	}
@@ -330,6 +331,50 @@ func TestAllocateRotatesCursor(t *testing.T) {
 	}
 	if _, used := a.Usage("p"); used != 8 {
 		t.Fatalf("used %d", used)
+	}
+	if got := a.CloneFor(1).seq; got != Rotate {
+		t.Fatalf("clone order %v, want rotate", got)
+	}
+}
+
+// TestAllocateLowestFree: the default order is MetalLB's — the lowest
+// free address, also when higher ones were handed out last (issue 37: a
+// Service requesting .8 later must find it free while .1–.4 are).
+func TestAllocateLowestFree(t *testing.T) {
+	a := NewAllocator()
+	if err := a.SetPools([]Pool{pool(t, "p", true, true, "192.0.2.0/24", "198.51.100.0/30")}); err != nil {
+		t.Fatal(err)
+	}
+	runSteps(t, a, []step{
+		{desc: "first usable (.0 avoided)", op: "alloc", svc: "a", ip: "192.0.2.1"},
+		{op: "alloc", svc: "b", ip: "192.0.2.2"},
+		{op: "alloc", svc: "c", ip: "192.0.2.3"},
+		{desc: "a requested address above", op: "assign", svc: "r", ip: "192.0.2.8"},
+		{op: "release", svc: "a", ip: "192.0.2.1"},
+		{op: "release", svc: "b", ip: "192.0.2.2"},
+		{desc: "a just-released lower IP is reused first", op: "alloc", svc: "d", ip: "192.0.2.1"},
+		{op: "alloc", svc: "e", ip: "192.0.2.2"},
+		{desc: "then the next free, not past the requested one", op: "alloc", svc: "f", ip: "192.0.2.4"},
+		{op: "alloc", svc: "g", ip: "192.0.2.5"},
+		{op: "alloc", svc: "h", ip: "192.0.2.6"},
+		{op: "alloc", svc: "i", ip: "192.0.2.7"},
+		{desc: "jumps over the requested .8", op: "alloc", svc: "j", ip: "192.0.2.9"},
+		{desc: "dual-stack of two ranges: the second range only when the first is full", op: "alloc", svc: "k", ip: "192.0.2.10"},
+	})
+	if got := a.CloneFor(1).seq; got != LowestFree {
+		t.Fatalf("clone order %v", got)
+	}
+}
+
+func TestParseAllocOrder(t *testing.T) {
+	for in, want := range map[string]AllocOrder{"": LowestFree, "lowest-free": LowestFree, "rotate": Rotate} {
+		if got, err := ParseAllocOrder(in); err != nil || got != want || (in != "" && got.String() != in) {
+			t.Fatalf("ParseAllocOrder(%q) = %v, %v", in, got, err)
+		}
+	}
+	var fe *FieldError
+	if _, err := ParseAllocOrder("round-robin"); !errors.As(err, &fe) || fe.Value != "round-robin" {
+		t.Fatalf("bad order: %v", err)
 	}
 }
 
@@ -529,10 +574,38 @@ func TestCloneIsIndependent(t *testing.T) {
 		t.Fatalf("original changed: used %d, %d pools", used, len(a.Pools()))
 	}
 	ip, err := a.Allocate("s4", IPv4, Request{Pool: "test2"})
-	if err != nil || ip != netip.MustParseAddr("198.51.100.10") { // the cursor moved past .9
+	if err != nil || ip != netip.MustParseAddr("198.51.100.1") { // the clone's s3 took .1 there, not here
 		t.Fatalf("original allocates %s %v", ip, err)
 	}
 	if got := c.Owners(netip.MustParseAddr("198.51.100.9")); !slices.Equal(got, []string{"s2"}) {
 		t.Fatalf("clone owners %v", got)
+	}
+}
+
+// TestUsableSizeIsAllocatorSize: the size a pool reports (Kubernetes
+// status.size, the metrics) is what the allocator can hand out — issue 37
+// showed 27 for a range of 27 with one .255 it avoids.
+func TestUsableSizeIsAllocatorSize(t *testing.T) {
+	for _, c := range []struct {
+		avoid  bool
+		ranges []string
+		want   uint64
+	}{
+		{true, []string{"203.0.113.229-203.0.113.255"}, 26},
+		{false, []string{"203.0.113.229-203.0.113.255"}, 27},
+		{true, []string{"192.0.2.0/23", "2001:db8::/126"}, 512 - 4 + 4},
+		{true, []string{"198.51.100.255-198.51.101.0"}, 0 + 0},
+		{true, []string{"10.0.0.0/8"}, 1<<24 - 2*(1<<16)},
+	} {
+		p := pool(t, "p", true, c.avoid, c.ranges...)
+		a := NewAllocator()
+		if err := a.SetPools([]Pool{p}); err != nil {
+			t.Fatal(err)
+		}
+		size, _ := a.Usage("p")
+		got := p.UsableSize()
+		if !got.IsUint64() || got.Uint64() != c.want || size != c.want {
+			t.Errorf("%v avoid=%v: UsableSize %s, allocator %d, want %d", c.ranges, c.avoid, got, size, c.want)
+		}
 	}
 }

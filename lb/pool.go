@@ -187,6 +187,20 @@ func (p *Pool) Usable(a netip.Addr) bool {
 	return true
 }
 
+// UsableSize is the number of addresses the pool may hand out: every
+// address of its ranges but, with AvoidBuggyIPs, the IPv4 .0 and .255 ones
+// (what the allocator counts; a /27 avoiding them has 31, not 32).
+func (p *Pool) UsableSize() *big.Int {
+	n := new(big.Int)
+	for _, r := range p.Ranges {
+		n.Add(n, r.Size())
+		if p.AvoidBuggyIPs {
+			n.Sub(n, new(big.Int).SetUint64(buggyIn(r)))
+		}
+	}
+	return n
+}
+
 // CheckOverlap returns a ConflictError when any range of p overlaps one of
 // another pool in others (pools of the same name are skipped: an update).
 func CheckOverlap(p *Pool, others []Pool) error {

@@ -40,6 +40,9 @@ type Config struct {
 
 	// wroteVIP[i]: services[i] wrote its VIP as vip: (errors name "vip").
 	wroteVIP []bool
+	// AllocationOrder is how addresses are picked inside a pool
+	// (allocation.order): lowest free (default, MetalLB's) or rotate.
+	AllocationOrder lb.AllocOrder
 }
 
 // Secret is a string that prints as [redacted] (%v, %s, %+v, JSON), so a

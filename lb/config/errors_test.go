@@ -3,6 +3,8 @@ package config
 import (
 	"strings"
 	"testing"
+
+	"github.com/edgelb/edgelb/lb"
 )
 
 // pool is a valid pool section most cases build on.
@@ -257,6 +259,7 @@ services: [{name: s, pool: a, families: [IPv4, IPv6], ports: [{port: 80}]}]`, []
 			[]want{{"announce.l2.members.advertiseAddress", `"0.0.0.0:7946": want an address other members can reach`}}},
 		{"health policy", "health: {allDown: panic}\n", []want{{"health.allDown", `"panic": want keep or withdraw`}}},
 		{"log level", "log: {level: loud}\n", []want{{"log.level", `"loud": want debug, info, warn or error`}}},
+		{"allocation order", "allocation: {order: random}\n", []want{{"allocation.order", `"random": want "lowest-free" or "rotate"`}}},
 	} {
 		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
 			cfg, err := parseWith(tc.yaml, files)
@@ -304,5 +307,20 @@ func TestValid(t *testing.T) {
 		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
 			mustParse(t, y, nil)
 		})
+	}
+}
+
+// TestAllocationOrder: allocation.order defaults to MetalLB's lowest free
+// address; "rotate" keeps edgelb's earlier order (issue 37).
+func TestAllocationOrder(t *testing.T) {
+	for y, want := range map[string]lb.AllocOrder{
+		"{}\n":                               lb.LowestFree,
+		"allocation: {order: lowest-free}\n": lb.LowestFree,
+		"allocation: {order: rotate}\n":      lb.Rotate,
+	} {
+		cfg, err := Parse([]byte(y))
+		if err != nil || cfg.AllocationOrder != want {
+			t.Errorf("%q: order %v, %v; want %v", y, cfg.AllocationOrder, err, want)
+		}
 	}
 }

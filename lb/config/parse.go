@@ -193,6 +193,11 @@ func convert(r *rawConfig, e env, c *collector) *Config {
 	}
 	cfg.Log = convertLog(&r.Log, c)
 	cfg.StateSync = convertStateSync(&r.StateSync, c)
+	if o, err := lb.ParseAllocOrder(r.Allocation.Order); err != nil {
+		c.add("allocation.order", r.Allocation.Order, `want "lowest-free" or "rotate"`)
+	} else {
+		cfg.AllocationOrder = o
+	}
 	return cfg
 }
 

@@ -21,6 +21,11 @@ type rawConfig struct {
 	Health     rawHealth         `json:"health"`
 	Log        rawLog            `json:"log"`
 	StateSync  rawStateSync      `json:"stateSync"`
+	Allocation rawAllocation     `json:"allocation"`
+}
+
+type rawAllocation struct {
+	Order string `json:"order"`
 }
 
 type rawAnnounce struct {

@@ -63,6 +63,9 @@ type Options struct {
 	// service made by an operation whose context carries an audit.Actor
 	// (audit.go).
 	Audit audit.Recorder
+	// AllocationOrder is how the allocator picks inside a pool (zero:
+	// lb.LowestFree, MetalLB's order).
+	AllocationOrder lb.AllocOrder
 	// Registry, when set, gets the engine's Prometheus metrics.
 	Registry prometheus.Registerer
 	// Logger; nil discards.
@@ -165,7 +168,7 @@ func NewEngine(st store.Store, opts Options) (*Engine, error) {
 		opts:      opts,
 		log:       log,
 		met:       newMetrics(opts.Registry),
-		alloc:     lb.NewAllocator(),
+		alloc:     newAllocator(opts.AllocationOrder),
 		pools:     map[string]store.Pool{},
 		svcs:      map[string]*service{},
 		unhealthy: map[string]map[netip.AddrPort]bool{},
@@ -306,7 +309,7 @@ func (e *Engine) restore() error {
 // rebuild replaces the engine's allocator, pools and services by st's,
 // restoring every stored assignment as it is. On error nothing changed.
 func (e *Engine) rebuild(st store.State) (int, error) {
-	alloc := lb.NewAllocator()
+	alloc := newAllocator(e.opts.AllocationOrder)
 	svcs := make(map[string]*service, len(st.Services))
 	pools := make([]lb.Pool, 0, len(st.Pools))
 	for _, n := range store.Names(st.Pools) {
@@ -372,4 +375,10 @@ func (e *Engine) reconcileStored(st store.State) error {
 		}
 	}
 	return t.commit()
+}
+
+func newAllocator(o lb.AllocOrder) *lb.Allocator {
+	a := lb.NewAllocator()
+	a.SetOrder(o)
+	return a
 }

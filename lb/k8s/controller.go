@@ -126,8 +126,12 @@ func New(cs kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Control
 	}
 	c := &Controller{
 		opts: opts, cs: cs, dyn: dyn, m: newMetrics(opts.Registerer),
-		newAlloc: func() Allocator { return lb.NewAllocator() },
-		synced:   make(chan struct{}),
+		newAlloc: func() Allocator {
+			a := lb.NewAllocator()
+			a.SetOrder(opts.AllocationOrder)
+			return a
+		},
+		synced: make(chan struct{}),
 		desiredQ: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "edgelb-desired"}),
 	}

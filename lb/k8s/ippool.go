@@ -186,15 +186,13 @@ func computePools(objs []*unstructured.Unstructured) poolSet {
 	return ps
 }
 
-// poolSize is the pool's address count capped at MaxInt64 (the CRD's integer).
+// poolSize is the number of addresses the pool may hand out (avoidBuggyIPs
+// excluded, as the allocator counts them) capped at MaxInt64 (the CRD's
+// integer).
 func poolSize(p *lb.Pool) int64 {
-	var total uint64
-	for _, r := range p.Ranges {
-		s := r.Size()
-		if !s.IsUint64() || total+s.Uint64() < total || total+s.Uint64() > math.MaxInt64 {
-			return math.MaxInt64
-		}
-		total += s.Uint64()
+	s := p.UsableSize()
+	if !s.IsInt64() {
+		return math.MaxInt64
 	}
-	return int64(total)
+	return s.Int64()
 }

@@ -63,7 +63,7 @@ func TestPoolRoundTrip(t *testing.T) {
 		got.Advertisement.AggregationLen != 28 || got.RangeStrings()[0] != "192.0.2.0/28" || got.Advertisement.Communities[0] != "65000:1" {
 		t.Fatalf("round trip: %+v", got)
 	}
-	if n := poolSize(&got); n != 16 {
+	if n := poolSize(&got); n != 15 { // avoidBuggyIPs: .0 is not handed out (issue 37)
 		t.Fatalf("size %d", n)
 	}
 	huge, _ := lb.ParseRange("2001:db8::/32")

@@ -150,7 +150,7 @@ func TestK8sPoolSelectors(t *testing.T) {
 	e.waitIngress(t, "blue", "b", limit, "192.0.2.2")
 	e.waitIngress(t, "blue", "p", limit, "203.0.113.2")
 	fmt.Printf("MEASURED pool selectors: namespace label change to both Services moved: %s\n", time.Since(t0).Round(time.Millisecond))
-	e.waitEvent(t, "blue", "b", corev1.EventTypeWarning, ReasonFailed, "moved from 198.51.100.0 to 192.0.2.2", limit)
+	e.waitEvent(t, "blue", "b", corev1.EventTypeNormal, ReasonMoved, "moved from 198.51.100.0 to 192.0.2.2", limit)
 	e.waitEvent(t, "blue", "wants-ip", corev1.EventTypeWarning, ReasonFailed, "keeps requested 198.51.100.5", limit)
 	if got := e.ingress("blue", "wants-ip"); len(got) != 1 || got[0] != "198.51.100.5" {
 		t.Fatalf("blue/wants-ip: %v", got)

@@ -1,6 +1,8 @@
 package k8s
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -15,12 +17,43 @@ type metrics struct {
 	// handovers: releases of the Lease that made this waiting instance
 	// campaign at once (handover.go).
 	handovers prometheus.Counter
+
+	// poolsMu guards pools: the IPPools with size/used series, so a
+	// deleted IPPool's series go (a gauge left behind would report
+	// addresses in use that no pool has).
+	poolsMu sync.Mutex
+	pools   map[string]bool
+}
+
+// setPool sets an IPPool's size and used series.
+func (m *metrics) setPool(name string, size int64, used int) {
+	m.poolsMu.Lock()
+	defer m.poolsMu.Unlock()
+	if m.pools == nil {
+		m.pools = map[string]bool{}
+	}
+	m.pools[name] = true
+	m.poolSize.WithLabelValues(name).Set(float64(size))
+	m.poolUsed.WithLabelValues(name).Set(float64(used))
+}
+
+// keepPools deletes the series of every IPPool not in keep.
+func (m *metrics) keepPools(keep map[string]bool) {
+	m.poolsMu.Lock()
+	defer m.poolsMu.Unlock()
+	for name := range m.pools {
+		if !keep[name] {
+			m.poolSize.DeleteLabelValues(name)
+			m.poolUsed.DeleteLabelValues(name)
+			delete(m.pools, name)
+		}
+	}
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		poolSize: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "edgelb_k8s_pool_size", Help: "Addresses in an IPPool (capped at 2^63-1)."}, []string{"pool"}),
+			Name: "edgelb_k8s_pool_size", Help: "Addresses an IPPool may hand out (avoidBuggyIPs excluded; capped at 2^63-1)."}, []string{"pool"}),
 		poolUsed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "edgelb_k8s_pool_used", Help: "Addresses of an IPPool assigned to Services (leader only)."}, []string{"pool"}),
 		allocations: prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/edgelb/edgelb/lb"
 	"github.com/edgelb/edgelb/proxy"
 )
 
@@ -59,8 +60,12 @@ type Options struct {
 	KeepLeaseOnStop bool
 
 	// NewAllocator builds the allocator of each leadership term (default:
-	// lb's allocator).
+	// lb's allocator, picking in AllocationOrder).
 	NewAllocator NewAllocatorFunc
+	// AllocationOrder is how lb's allocator picks inside an IPPool (zero:
+	// lb.LowestFree, MetalLB's order; lb.Rotate reuses released addresses
+	// last). Config key allocation.order.
+	AllocationOrder lb.AllocOrder
 
 	// Registerer receives the controller's metrics (nil: not registered).
 	Registerer prometheus.Registerer

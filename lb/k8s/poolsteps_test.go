@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -160,19 +161,20 @@ func TestPoolChangeSteps(t *testing.T) {
 		samples++
 		return addrs
 	}
-	warnings := func(reason string) int {
+	events := func(typ, reason, text string) int {
 		evs, err := cs.CoreV1().Events("").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		n := 0
 		for _, e := range evs.Items {
-			if e.Type == corev1.EventTypeWarning && e.Reason == reason {
+			if e.Type == typ && e.Reason == reason && strings.Contains(e.Message, text) {
 				n++
 			}
 		}
 		return n
 	}
+	warnings := func(reason string) int { return events(corev1.EventTypeWarning, reason, "") }
 
 	steps := []struct {
 		name   string
@@ -264,8 +266,12 @@ func TestPoolChangeSteps(t *testing.T) {
 		}
 		before, samples, applyOK, applyFail = after, 0, 0, 0
 	}
-	if n := warnings(ReasonFailed); n == 0 {
-		t.Error("no Warning Event for the moves")
+	// A move is done, not a failure (issue 37): a Normal IPMoved Event.
+	if n := events(corev1.EventTypeNormal, ReasonMoved, "moved from"); n == 0 {
+		t.Error("no Normal IPMoved Event for the moves")
+	}
+	if n := events(corev1.EventTypeWarning, ReasonFailed, "moved from"); n != 0 {
+		t.Errorf("%d Warning AllocationFailed Events report a successful move", n)
 	}
 }
 

@@ -24,8 +24,11 @@ const (
 	ReasonAllocated = "IPAllocated"
 	ReasonReleased  = "IPReleased"
 	ReasonFailed    = "AllocationFailed"
-	ReasonBadPool   = "InvalidPool"
-	ReasonDeleting  = "DeletingInUse"
+	// ReasonMoved: a Service's address moved make-before-break (its pool
+	// went or shrank, or no longer admits it) — done, so a Normal Event.
+	ReasonMoved    = "IPMoved"
+	ReasonBadPool  = "InvalidPool"
+	ReasonDeleting = "DeletingInUse"
 )
 
 // intentKey summarises an intent so a change of request is detectable.
@@ -92,6 +95,10 @@ func (c *Controller) reconcileService(t *term, key string) error {
 			c.forget(t, key)
 			c.m.allocations.WithLabelValues("released").Add(float64(len(held)))
 			c.kickPending(t, key)
+			// Pool status, metric and the in-use finalizer follow every
+			// release (issue 37: USED stayed 301 after 300 deletions, and a
+			// deleted pool stayed until some other allocation happened).
+			t.poolQ.AddAfter(keyStatus, poolStatusDelay)
 			return nil
 		}
 	}
@@ -117,7 +124,7 @@ func (c *Controller) reconcileService(t *term, key string) error {
 	// The allocation, on the keeper: no I/O in here (Events and queueing
 	// follow, on this worker).
 	var start, after, added []netip.Addr
-	var notes, failures []string
+	var notes, moves, failures []string
 	var pools []lb.Pool
 	released := false
 	ik := keyOfIntent(in)
@@ -149,14 +156,14 @@ func (c *Controller) reconcileService(t *term, key string) error {
 					continue
 				}
 				if nip, err := t.alloc.Allocate(key, f, in.Req); err == nil {
-					notes = append(notes, fmt.Sprintf("moved from %s to %s: %s is no longer in any IPPool", ip, nip, ip))
+					moves = append(moves, fmt.Sprintf("moved from %s to %s: %s is no longer in any IPPool", ip, nip, ip))
 					released = true
 				} else {
 					notes = append(notes, fmt.Sprintf("keeps %s, which is no longer in any IPPool, until another address is free: %v", ip, err))
 				}
 			}
 		}
-		if c.moveNotAdmitted(t, key, in, &notes) {
+		if c.moveNotAdmitted(t, key, in, &notes, &moves) {
 			released = true
 		}
 		held = t.alloc.IPs(key)
@@ -226,13 +233,16 @@ func (c *Controller) reconcileService(t *term, key string) error {
 	for _, ip := range diffAddrs(start, after) {
 		c.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonReleased, "Released IP %s", ip)
 	}
+	if len(moves) > 0 {
+		c.recorder.Event(svc, corev1.EventTypeNormal, ReasonMoved, strings.Join(moves, "; "))
+	}
 	if len(notes) > 0 || len(failures) > 0 {
 		c.warn(t, svc, key, ReasonFailed, strings.Join(append(notes, failures...), "; "))
 	} else {
 		c.clearWarn(t, key)
 	}
 	if len(added) > 0 || released {
-		t.poolQ.AddAfter(keyStatus, 300*time.Millisecond)
+		t.poolQ.AddAfter(keyStatus, poolStatusDelay)
 	}
 	c.decide(t, key, after)
 	return nil
@@ -252,7 +262,7 @@ func (c *Controller) dropService(t *term, svc *corev1.Service, key string) error
 	}
 	c.m.allocations.WithLabelValues("released").Add(float64(len(held)))
 	c.kickPending(t, key)
-	t.poolQ.AddAfter(keyStatus, 300*time.Millisecond)
+	t.poolQ.AddAfter(keyStatus, poolStatusDelay)
 	c.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonReleased, "Released %v: the Service is no longer a LoadBalancer of class %q", held, c.opts.Class)
 	c.do(func(*keeper) { t.stripped[key] = held })
 	t.statusQ.Add(key)
@@ -409,7 +419,15 @@ func (c *Controller) writePoolStatus(t *term) error {
 		}
 	})
 	var firstErr error
-	for _, o := range c.poolInf.GetStore().List() {
+	objs := c.poolInf.GetStore().List()
+	exist := make(map[string]bool, len(objs))
+	for _, o := range objs {
+		if u, ok := o.(*unstructured.Unstructured); ok {
+			exist[u.GetName()] = true
+		}
+	}
+	c.m.keepPools(exist)
+	for _, o := range objs {
 		u, ok := o.(*unstructured.Unstructured)
 		if !ok {
 			continue
@@ -435,17 +453,16 @@ func (c *Controller) writePoolStatus(t *term) error {
 			if len(h) > 5 {
 				h = append(h[:5], fmt.Sprintf("and %d more", len(h)-5))
 			}
-			msg := fmt.Sprintf("deleted while %d address(es) are in use, kept reserved until their Services move (make before break): %s",
-				used[name], strings.Join(h, ", "))
+			msg := fmt.Sprintf("deleted while %d address(es) are in use, kept reserved until their Services move (make before break) or are deleted: %s; "+
+				"%s", used[name], strings.Join(h, ", "), recreateHint)
 			cond["status"], cond["reason"], cond["message"] = "False", ReasonDeleting, msg
 			c.warn(t, u, "ippool/"+name, ReasonDeleting, "IPPool deleted while Services hold its addresses: they stay reserved "+
-				"until each Service has moved to another address; the IPPool goes when the last has (its status lists them)")
+				"until each Service has moved to another address or is deleted; the IPPool goes when the last has (its status lists them); "+recreateHint)
 		}
 		if p, err := poolFromObject(u); err == nil {
 			size = poolSize(&p)
 		}
-		c.m.poolSize.WithLabelValues(name).Set(float64(size))
-		c.m.poolUsed.WithLabelValues(name).Set(float64(used[name]))
+		c.m.setPool(name, size, used[name])
 		curSize, _, _ := unstructured.NestedInt64(u.Object, "status", "size")
 		curUsed, _, _ := unstructured.NestedInt64(u.Object, "status", "used")
 		curConds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
@@ -475,6 +492,14 @@ func (c *Controller) writePoolStatus(t *term) error {
 	return firstErr
 }
 
+// recreateHint is the way out for a user who deleted a pool in use and
+// wants it back: the API server refuses a create under the name of an
+// object that is being deleted, but an IPPool under another name may cover
+// the same addresses — they then count in it, the Services keep them
+// without moving, and the deleting one goes at once (lb/k8s/README.md).
+const recreateHint = "to keep these addresses, create an IPPool with another name covering them " +
+	"(the Services keep their addresses and this IPPool goes at once); the name is free again once it has gone"
+
 // syncFinalizer keeps FinalizerInUse on an IPPool exactly while Services
 // hold its addresses: added when the first is assigned, removed when the
 // last has moved — then a deleted pool goes. (With no leader running a
@@ -499,13 +524,18 @@ func (c *Controller) syncFinalizer(t *term, u *unstructured.Unstructured, used i
 	return true, nil
 }
 
+// poolStatusDelay batches the IPPool status write after allocations and
+// releases: a burst of them (300 Services deleted) costs one write per
+// pool, and the status is still exact well within a second of the last.
+const poolStatusDelay = 300 * time.Millisecond
+
 // moveNotAdmitted moves each address of key whose pool's serviceAllocation
 // no longer admits the Service (its labels, its namespace's labels or the
 // pool's selectors changed), as MetalLB does, but make before break: the
 // old address is released only once Allocate has found a new one, and
 // kept (with a note) while none is free. A requested address is kept with
 // a note. Priority alone never moves an address. Runs on the keeper.
-func (c *Controller) moveNotAdmitted(t *term, key string, in intent, notes *[]string) (moved bool) {
+func (c *Controller) moveNotAdmitted(t *term, key string, in intent, notes, moves *[]string) (moved bool) {
 	for _, ip := range t.alloc.IPs(key) {
 		why := t.alloc.Admitted(key, ip, in.Req)
 		if why == nil {
@@ -525,7 +555,7 @@ func (c *Controller) moveNotAdmitted(t *term, key string, in intent, notes *[]st
 			*notes = append(*notes, fmt.Sprintf("keeps %s until an admitting pool has a free address (%v): %v", ip, why, err))
 			continue
 		}
-		*notes = append(*notes, fmt.Sprintf("moved from %s to %s: %v", ip, nip, why))
+		*moves = append(*moves, fmt.Sprintf("moved from %s to %s: %v", ip, nip, why))
 		moved = true
 	}
 	return moved

@@ -52,10 +52,10 @@ func TestPoolSelectorsFake(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, "blue/b moved to shared", func() bool { return ingress("blue", "b") == "192.0.2.1" })
-	waitFor(t, 30*time.Second, "Warning naming the move", func() bool {
+	waitFor(t, 30*time.Second, "Normal IPMoved naming the move", func() bool {
 		evs, _ := cs.CoreV1().Events("blue").List(ctx, metav1.ListOptions{})
 		for _, e := range evs.Items {
-			if e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, `moved from 198.51.100.0 to 192.0.2.1: pool "team" does not admit service "blue/b"`) {
+			if e.Type == corev1.EventTypeNormal && e.Reason == ReasonMoved && strings.Contains(e.Message, `moved from 198.51.100.0 to 192.0.2.1: pool "team" does not admit service "blue/b"`) {
 				return true
 			}
 		}

@@ -31,6 +31,7 @@ func restartNeeded(old, cur *config.Config) []string {
 		"kubernetes": {old.Kubernetes, cur.Kubernetes},
 		"state":      {old.State, cur.State},
 		"stateSync":  {old.StateSync, cur.StateSync},
+		"allocation": {old.AllocationOrder, cur.AllocationOrder},
 	} {
 		if !reflect.DeepEqual(pair[0], pair[1]) {
 			out = append(out, name)

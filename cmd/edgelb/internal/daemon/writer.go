@@ -70,16 +70,17 @@ func standaloneWriter(ctx context.Context, cfg *config.Config, nodeAddrs []netip
 		return nil, err
 	}
 	eng, err := engine.NewEngine(st, engine.Options{
-		NodeAddrs:     nodeAddrs,
-		NodePortRange: lb.PortRange{First: cfg.Dataplane.NodePortRange.First, Last: cfg.Dataplane.NodePortRange.Last},
-		Registry:      reg,
-		AllDown:       allDownPolicy(cfg),
-		Methods:       engineMethods(cfg),
-		Check:         engineCheck(cfg),
-		ConfigFile:    cfg.File,
-		Fleet:         cfg.State.Type == config.StateEtcd,
-		Audit:         trail,
-		Logger:        log.With("component", "engine"),
+		NodeAddrs:       nodeAddrs,
+		AllocationOrder: cfg.AllocationOrder,
+		NodePortRange:   lb.PortRange{First: cfg.Dataplane.NodePortRange.First, Last: cfg.Dataplane.NodePortRange.Last},
+		Registry:        reg,
+		AllDown:         allDownPolicy(cfg),
+		Methods:         engineMethods(cfg),
+		Check:           engineCheck(cfg),
+		ConfigFile:      cfg.File,
+		Fleet:           cfg.State.Type == config.StateEtcd,
+		Audit:           trail,
+		Logger:          log.With("component", "engine"),
 	})
 	if err != nil {
 		st.Close()
@@ -129,6 +130,7 @@ func kubernetesWriter(cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus
 	}
 	c, err := k8s.NewForConfig(rc, k8s.Options{
 		Class:           cfg.Kubernetes.LoadBalancerClass,
+		AllocationOrder: cfg.AllocationOrder,
 		HandleClassless: cfg.Kubernetes.HandleClassless,
 		NodeName:        cfg.Kubernetes.NodeName,
 		NodeAddrs:       nodeAddrs,
