@@ -146,6 +146,15 @@ type rawPeer struct {
 	Keepalive       duration `json:"keepalive"`
 	Passive         bool     `json:"passive"`
 	GracefulRestart bool     `json:"gracefulRestart"`
+	BFD             *rawBFD  `json:"bfd"`
+}
+
+type rawBFD struct {
+	Enabled          bool     `json:"enabled"`
+	ReceiveInterval  duration `json:"receiveInterval"`
+	TransmitInterval duration `json:"transmitInterval"`
+	Multiplier       int64    `json:"multiplier"`
+	Passive          bool     `json:"passive"`
 }
 
 type rawDataplane struct {

@@ -2,6 +2,7 @@ package preflight
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -45,5 +46,18 @@ func TestECMPFindings(t *testing.T) {
 				t.Errorf("findings %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestBGPFailoverFindings(t *testing.T) {
+	cfg, err := config.Parse([]byte("announce: {bgp: {localASN: 65001, peers: [{name: tor1, address: 192.0.2.1, asn: 65002}, " +
+		"{address: 192.0.2.2, asn: 65002, bfd: {enabled: true}}]}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := bgpFailoverFindings(cfg)
+	if len(got) != 1 || got[0].Code != "bgp-failover-hold" || got[0].Severity != hostcheck.Warn ||
+		!strings.Contains(got[0].Message, "peers[0] (tor1)") || !strings.Contains(got[0].Message, "hold time (1m30s)") {
+		t.Fatalf("findings %+v", got)
 	}
 }

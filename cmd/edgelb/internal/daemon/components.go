@@ -6,12 +6,15 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vishvananda/netlink"
 
 	"github.com/edgelb/edgelb/announce"
+	"github.com/edgelb/edgelb/announce/bfdd"
 	"github.com/edgelb/edgelb/announce/bgp"
 	"github.com/edgelb/edgelb/announce/l2"
 	"github.com/edgelb/edgelb/lb/config"
@@ -118,7 +121,7 @@ func newAnnouncers(cfg *config.Config, log *slog.Logger, reg prometheus.Register
 		out = append(out, a)
 	}
 	if c := cfg.Announce.BGP; c != nil {
-		a, err := newBGP(c, log, reg)
+		a, err := newBGP(c, filepath.Join(cfg.State.Dir, "bfdd"), log, reg)
 		if err != nil {
 			closeAll()
 			return nil, err
@@ -128,7 +131,7 @@ func newAnnouncers(cfg *config.Config, log *slog.Logger, reg prometheus.Register
 	return out, nil
 }
 
-func newBGP(c *config.BGP, log *slog.Logger, reg prometheus.Registerer) (announce.Announcer, error) {
+func newBGP(c *config.BGP, bfdDir string, log *slog.Logger, reg prometheus.Registerer) (announce.Announcer, error) {
 	rid := c.RouterID
 	if !rid.IsValid() {
 		var err error
@@ -146,8 +149,23 @@ func newBGP(c *config.BGP, log *slog.Logger, reg prometheus.Registerer) (announc
 			MultihopTTL: p.MultihopTTL, Password: string(p.Password), HoldTime: p.HoldTime, Keepalive: p.Keepalive,
 			Passive: p.Passive, GracefulRestart: p.GracefulRestart,
 		})
+		if b := p.BFD; b != nil {
+			bc.Peers[len(bc.Peers)-1].BFD = &bgp.BFD{ReceiveInterval: b.ReceiveInterval, TransmitInterval: b.TransmitInterval,
+				Multiplier: uint8(b.Multiplier), Passive: b.Passive}
+		}
 	}
-	return bgp.New(bc)
+	if slices.ContainsFunc(c.Peers, func(p config.BGPPeer) bool { return p.BFD != nil }) {
+		d, err := bfdd.Start(bfdd.Options{Dir: bfdDir, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		bc.BFD = d
+	}
+	s, err := bgp.New(bc)
+	if err != nil && bc.BFD != nil {
+		bc.BFD.Close()
+	}
+	return s, err
 }
 
 func firstIPv4() (netip.Addr, error) {
