@@ -123,7 +123,7 @@ func TestOpenAPISchemasMatchDTOs(t *testing.T) {
 		"Error": APIError{}, "PoolSpec": PoolSpec{}, "AdvertisementSpec": AdvertisementSpec{}, "PoolStatus": PoolStatus{},
 		"ServiceSpec": ServiceSpec{}, "PortSpec": PortSpec{}, "BackendSpec": BackendSpec{}, "HealthCheckSpec": HealthCheckSpec{},
 		"ServiceStatus": ServiceStatus{}, "Flow": Flow{}, "FlowList": FlowList{}, "VIPStats": VIPStats{},
-		"BackendStats": BackendStats{}, "AnnounceStatus": announce.Status{}, "PeerState": announce.PeerState{},
+		"BackendStats": BackendStats{}, "AnnounceStatus": announce.Status{}, "PeerState": announce.PeerState{}, "BFDState": announce.BFDState{},
 		"Snapshot": Snapshot{}, "Delta": Delta{},
 	} {
 		sch, ok := doc.Components.Schemas[name]
