@@ -41,7 +41,10 @@ type Options struct {
 	// Binary is bfdd's path (default DefaultBinary).
 	Binary string
 	// Dir holds bfdd's sockets, pid file and (empty) config file; it is
-	// created and handed to the frr user when that user exists.
+	// created and handed to the frr user when edgelb runs as root and that
+	// user exists (bfdd then drops to it, and must reach Dir: every parent
+	// must be searchable by frr). Empty: a new directory under
+	// $RUNTIME_DIRECTORY or the temporary directory, removed by Close.
 	Dir    string
 	Logger *slog.Logger
 }
@@ -65,6 +68,8 @@ type Daemon struct {
 	uid  int
 	gid  int
 	usr  string
+	// tempDir is removed by Close (Options.Dir was empty).
+	tempDir string
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -95,10 +100,19 @@ func Start(opts Options) (*Daemon, error) {
 	if _, err := exec.LookPath(opts.Binary); err != nil {
 		return nil, fmt.Errorf("bfd: bfdd binary %q (Debian: apt-get install frr): %w", opts.Binary, err)
 	}
+	tempDir := ""
 	if opts.Dir == "" {
-		return nil, errors.New("bfd: no directory for bfdd")
+		parent := os.Getenv("RUNTIME_DIRECTORY")
+		if parent == "" {
+			parent = os.TempDir()
+		}
+		dir, err := os.MkdirTemp(parent, "edgelb-bfdd-")
+		if err != nil {
+			return nil, fmt.Errorf("bfd: %w", err)
+		}
+		opts.Dir, tempDir = dir, dir
 	}
-	d := &Daemon{opts: opts, log: log.With("bfd", "bfdd"), vty: &vty{path: filepath.Join(opts.Dir, "bfdd.vty")},
+	d := &Daemon{tempDir: tempDir, opts: opts, log: log.With("bfd", "bfdd"), vty: &vty{path: filepath.Join(opts.Dir, "bfdd.vty")},
 		done: make(chan struct{}), want: map[string]Session{}, applied: map[string]Session{}, uid: -1, gid: -1}
 	// FRR daemons started as root drop to the frr user; not root, or
 	// without that user, bfdd runs as whoever edgelb runs as.
@@ -111,6 +125,10 @@ func Start(opts Options) (*Daemon, error) {
 	}
 	if err := os.MkdirAll(opts.Dir, 0o750); err != nil {
 		return nil, fmt.Errorf("bfd: %w", err)
+	}
+	if d.uid >= 0 {
+		// bfdd's pid and socket files are created as frr.
+		os.Chmod(opts.Dir, 0o750)
 	}
 	if d.uid >= 0 {
 		if err := os.Chown(opts.Dir, d.uid, d.gid); err != nil {
@@ -337,5 +355,8 @@ func (d *Daemon) States(ctx context.Context) ([]State, error) {
 func (d *Daemon) Close() error {
 	d.cancel()
 	<-d.done
+	if d.tempDir != "" {
+		os.RemoveAll(d.tempDir)
+	}
 	return nil
 }

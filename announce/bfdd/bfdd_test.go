@@ -73,7 +73,7 @@ func TestVTYFraming(t *testing.T) {
 		t.Fatalf("refused command: %v", err)
 	}
 	time.Sleep(10 * time.Millisecond)
-	if want := []string{"configure terminal", "show bfd peers json", "bad"}; !slices.Equal(*got, want) {
+	if want := []string{"enable", "configure terminal", "show bfd peers json", "bad"}; !slices.Equal(*got, want) {
 		t.Fatalf("server saw %q, want %q", *got, want)
 	}
 }

@@ -16,8 +16,9 @@ var ErrCommand = errors.New("bfdd refused the command")
 // vty is a client of an FRR daemon's vtysh socket, the interface vtysh
 // itself uses: each command goes out NUL-terminated; the answer is the
 // command's output followed by three NUL bytes and the status byte
-// (CMD_SUCCESS = 0). One connection is kept and reused; the daemon keeps
-// the configuration node between commands on it.
+// (CMD_SUCCESS = 0). A connection starts in the view node: "enable" first,
+// as vtysh does. One connection is kept and reused; the daemon keeps the
+// configuration node between commands on it.
 type vty struct {
 	path string
 
@@ -46,6 +47,7 @@ func (v *vty) run(ctx context.Context, cmds ...string) (string, error) {
 			return "", fmt.Errorf("bfdd vty %s: %w", v.path, err)
 		}
 		v.conn = c
+		cmds = append([]string{"enable"}, cmds...)
 	}
 	deadline := time.Now().Add(cmdTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {

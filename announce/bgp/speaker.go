@@ -399,6 +399,13 @@ func (s *Speaker) Status() announce.Status {
 		default:
 			ps.Detail = p.LastError
 		}
+		if b := p.BFD; b != nil {
+			// The page and `edgelb status` show Detail; the REST field has it all.
+			ps.Detail += fmt.Sprintf("; BFD %s (%s)", b.State, b.Detect)
+			if b.State != "up" && b.Diagnostic != "" {
+				ps.Detail += ": " + b.Diagnostic
+			}
+		}
 		st.Peers = append(st.Peers, ps)
 	}
 	return st

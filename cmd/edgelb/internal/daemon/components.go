@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -121,7 +120,7 @@ func newAnnouncers(cfg *config.Config, log *slog.Logger, reg prometheus.Register
 		out = append(out, a)
 	}
 	if c := cfg.Announce.BGP; c != nil {
-		a, err := newBGP(c, filepath.Join(cfg.State.Dir, "bfdd"), log, reg)
+		a, err := newBGP(c, log, reg)
 		if err != nil {
 			closeAll()
 			return nil, err
@@ -131,7 +130,7 @@ func newAnnouncers(cfg *config.Config, log *slog.Logger, reg prometheus.Register
 	return out, nil
 }
 
-func newBGP(c *config.BGP, bfdDir string, log *slog.Logger, reg prometheus.Registerer) (announce.Announcer, error) {
+func newBGP(c *config.BGP, log *slog.Logger, reg prometheus.Registerer) (announce.Announcer, error) {
 	rid := c.RouterID
 	if !rid.IsValid() {
 		var err error
@@ -155,7 +154,9 @@ func newBGP(c *config.BGP, bfdDir string, log *slog.Logger, reg prometheus.Regis
 		}
 	}
 	if slices.ContainsFunc(c.Peers, func(p config.BGPPeer) bool { return p.BFD != nil }) {
-		d, err := bfdd.Start(bfdd.Options{Dir: bfdDir, Logger: log})
+		// bfdd's own directory (a temporary one): bfdd drops to the frr
+		// user, who cannot enter edgelb's private state directory.
+		d, err := bfdd.Start(bfdd.Options{Logger: log})
 		if err != nil {
 			return nil, err
 		}
