@@ -2,6 +2,7 @@ package preflight
 
 import (
 	"fmt"
+	"os/exec"
 	"time"
 
 	"github.com/edgelb/edgelb/lb/config"
@@ -13,13 +14,29 @@ import (
 // traffic with the default 90 s; BFD (300ms × 3) took the route away in
 // under a second in lab/ecmp.
 func bgpFailoverFindings(cfg *config.Config) []hostcheck.Finding {
+	return holdTimeFindings(cfg, func() error { _, err := exec.LookPath(bfddBinary); return err })
+}
+
+// bfddBinary is announce/bfdd.DefaultBinary (Debian's frr package).
+const bfddBinary = "/usr/lib/frr/bfdd"
+
+func holdTimeFindings(cfg *config.Config, bfddMissing func() error) []hostcheck.Finding {
 	b := cfg.Announce.BGP
 	if b == nil {
 		return nil
 	}
 	var out []hostcheck.Finding
+	checked := false
 	for i, p := range b.Peers {
 		if p.BFD != nil {
+			if !checked {
+				checked = true
+				if err := bfddMissing(); err != nil {
+					out = append(out, hostcheck.Finding{Severity: hostcheck.Error, Code: "bgp-bfdd-missing",
+						Message: fmt.Sprintf("announce.bgp.peers[%d] (%s) has BFD on, run by FRR's bfdd: %v", i, p.Name, err),
+						Fix:     "apt-get install frr  # only its bfdd is run, by edgelb; no FRR service needs enabling"})
+				}
+			}
 			continue
 		}
 		out = append(out, hostcheck.Finding{Severity: hostcheck.Warn, Code: "bgp-failover-hold",
