@@ -160,9 +160,11 @@ FUZZTIME ?= 60s
 fuzz:
 	lab/fuzz.sh $(FUZZTIME)
 
+# The demo is a lab tool (lab/demo/cmd/edgelb-demo), not an edgelb command: it runs $(BIN).
 demo: build
 	lab/deps.sh demo
-	$(BIN) demo
+	$(GO) build -o $(dir $(BIN))edgelb-demo ./lab/demo/cmd/edgelb-demo
+	$(dir $(BIN))edgelb-demo --edgelb $(BIN)
 
 deps:
 	lab/deps.sh all

@@ -2,7 +2,8 @@ package lb
 
 import (
 	"errors"
-	"fmt"
+
+	"github.com/edgelb/edgelb/lb/fielderr"
 )
 
 // Sentinel errors; match with errors.Is. The REST API maps them to statuses:
@@ -13,21 +14,14 @@ var (
 	ErrExhausted = errors.New("no address available")
 )
 
-// FieldError is bad input: it names the field and quotes the value.
-type FieldError struct {
-	Field string
-	Value string
-	Err   error
-}
+// FieldError is bad input: it names the field and quotes the value. It
+// lives in the leaf package fielderr so that packages lb imports can
+// return it too.
+type FieldError = fielderr.Error
 
-func (e *FieldError) Error() string {
-	if e.Value == "" {
-		return fmt.Sprintf("%s: %v", e.Field, e.Err)
-	}
-	return fmt.Sprintf("%s %q: %v", e.Field, e.Value, e.Err)
-}
-
-func (e *FieldError) Unwrap() error { return e.Err }
+// Errors is every problem of one input (a service, a pool, a config
+// file), each a *FieldError with its path.
+type Errors = fielderr.Errors
 
 // ConflictError is a valid request that clashes with current state (an
 // overlap with another pool, an address in use). errors.Is(err, ErrConflict) holds.

@@ -187,36 +187,6 @@ func (p *Pool) Usable(a netip.Addr) bool {
 	return true
 }
 
-// Validate checks a pool on its own: name, at least one range, no range
-// overlapping another of the same pool. Errors are FieldErrors.
-func (p *Pool) Validate() error {
-	if err := ValidateName(p.Name); err != nil {
-		return &FieldError{Field: "name", Value: p.Name, Err: err}
-	}
-	if len(p.Ranges) == 0 {
-		return &FieldError{Field: "addresses", Value: "", Err: fmt.Errorf("a pool needs at least one address range")}
-	}
-	for i := range p.Ranges {
-		for j := i + 1; j < len(p.Ranges); j++ {
-			if p.Ranges[i].Overlaps(p.Ranges[j]) {
-				return &FieldError{Field: fmt.Sprintf("addresses[%d]", j), Value: p.Ranges[j].String(),
-					Err: fmt.Errorf("overlaps %q in the same pool", p.Ranges[i].String())}
-			}
-		}
-	}
-	for i, r := range p.Ranges {
-		if err := CheckRange(r); err != nil {
-			return &FieldError{Field: fmt.Sprintf("addresses[%d]", i), Value: r.String(), Err: err}
-		}
-	}
-	if a := p.Advertisement.AggregationLen; a != 0 {
-		if err := ValidateAggregation(a, p.Ranges); err != nil {
-			return &FieldError{Field: "advertisement.aggregationLength", Value: fmt.Sprint(a), Err: err}
-		}
-	}
-	return ValidateAllocation(p.Allocation)
-}
-
 // CheckOverlap returns a ConflictError when any range of p overlaps one of
 // another pool in others (pools of the same name are skipped: an update).
 func CheckOverlap(p *Pool, others []Pool) error {

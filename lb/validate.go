@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 
@@ -22,6 +21,8 @@ const (
 	// Min/MaxExpectStatus bound an HTTP health check's expected status.
 	MinExpectStatus = 100
 	MaxExpectStatus = 599
+	// MaxRiseFall bounds a health check's rise and fall.
+	MaxRiseFall = 1000
 )
 
 // PortRange is an inclusive range of ports (the node-port range).
@@ -56,6 +57,11 @@ type ValidateOptions struct {
 	// may not be a VIP, another service's or its own (the packet would loop
 	// through us).
 	VIPs map[netip.Addr]string
+	// Methods, when non-nil, are the methods the dataplane can do; another
+	// is refused wrapping proxy.ErrUnsupported (never downgraded).
+	Methods []proxy.Method
+	// SingleVIP: the VIP was written as vip: (errors name "vip", not "vips[0]").
+	SingleVIP bool
 }
 
 // NormalizeService fills the defaults a spec may leave out: scheduler wrr,
@@ -118,264 +124,6 @@ func NormalizeHealth(h *HealthCheck) {
 			h.Expect = DefaultExpectStatus
 		}
 	}
-}
-
-// ValidateService checks a (normalized) standalone service on its own and
-// against o. The first problem found is returned as a *FieldError naming
-// the field (JSON path, e.g. "ports[1].nodePort") and quoting the value.
-func ValidateService(s *ServiceSpec, o ValidateOptions) error {
-	fe := func(field, value, format string, args ...any) error {
-		return &FieldError{Field: field, Value: value, Err: fmt.Errorf(format, args...)}
-	}
-	if err := ValidateName(s.Name); err != nil {
-		return &FieldError{Field: "name", Value: s.Name, Err: err}
-	}
-	if err := validateAddrs(s, o); err != nil {
-		return err
-	}
-	fams := map[Family]bool{}
-	for _, v := range s.VIPs {
-		fams[FamilyOf(v)] = true
-	}
-	for _, f := range s.Families {
-		fams[f] = true
-	}
-
-	nr := o.NodePortRange
-	if nr == (PortRange{}) {
-		nr = DefaultNodePortRange
-	}
-	if len(s.Ports) == 0 {
-		return fe("ports", "", "a service needs at least one port")
-	}
-	seen := map[PortProto]int{}
-	names := map[string]int{}
-	for k, p := range s.Ports {
-		f := fmt.Sprintf("ports[%d]", k)
-		if p.Protocol != proxy.TCP && p.Protocol != proxy.UDP {
-			return fe(f+".protocol", p.Protocol.String(), "want TCP or UDP")
-		}
-		if p.Port == 0 {
-			return fe(f+".port", "0", "out of range 1-65535")
-		}
-		if j, dup := seen[PortProto{p.Port, p.Protocol}]; dup {
-			return fe(f+".port", fmt.Sprintf("%d/%s", p.Port, p.Protocol), "listed twice (also ports[%d])", j)
-		}
-		seen[PortProto{p.Port, p.Protocol}] = k
-		if p.Name != "" {
-			if err := ValidateName(p.Name); err != nil || len(p.Name) > 63 {
-				return fe(f+".name", p.Name, "want lower-case letters, digits and '-', at most 63 characters")
-			}
-			if j, dup := names[p.Name]; dup {
-				return fe(f+".name", p.Name, "duplicate port name (also ports[%d])", j)
-			}
-			names[p.Name] = k
-		}
-		if p.NodePort != 0 {
-			if !nr.Contains(p.NodePort) {
-				return fe(f+".nodePort", fmt.Sprint(p.NodePort), "outside the node-port range %s", nr)
-			}
-			if owner, ok := o.NodePorts[PortProto{p.NodePort, p.Protocol}]; ok && owner != s.Name {
-				return fe(f+".nodePort", fmt.Sprintf("%d/%s", p.NodePort, p.Protocol), "already used by service %q", owner)
-			}
-			for _, other := range o.Others {
-				if other.Name == s.Name {
-					continue
-				}
-				for _, q := range other.Ports {
-					if q.NodePort == p.NodePort && q.Protocol == p.Protocol {
-						return fe(f+".nodePort", fmt.Sprintf("%d/%s", p.NodePort, p.Protocol), "already used by service %q", other.Name)
-					}
-				}
-			}
-		}
-	}
-
-	type bkey struct {
-		a netip.Addr
-		p uint16
-	}
-	bseen := map[bkey]int{}
-	for b, be := range s.Backends {
-		f := fmt.Sprintf("backends[%d]", b)
-		a := be.Addr
-		if err := CheckAddr(a, UseBackend); err != nil {
-			return &FieldError{Field: f + ".address", Value: a.String(), Err: err}
-		}
-		if slices.Contains(s.VIPs, a) {
-			return fe(f+".address", a.String(), "the VIP of service %q: a backend may not be a VIP (the packet would come back here)", s.Name)
-		}
-		if owner, ok := o.VIPs[a]; ok {
-			return fe(f+".address", a.String(), "the VIP of service %q: a backend may not be a VIP (the packet would come back here)", owner)
-		}
-		if !fams[FamilyOf(a)] {
-			return fe(f+".address", a.String(), "an %s backend, but the service has no %s VIP", FamilyOf(a), FamilyOf(a))
-		}
-		if be.Weight > MaxWeight {
-			return fe(f+".weight", fmt.Sprint(be.Weight), "out of range 0-%d", MaxWeight)
-		}
-		if j, dup := bseen[bkey{a, be.Port}]; dup {
-			return fe(f+".address", backendString(be), "listed twice (also backends[%d])", j)
-		}
-		bseen[bkey{a, be.Port}] = b
-	}
-
-	if _, err := proxy.ParseScheduler(string(s.Scheduler)); err != nil || s.Scheduler == "" {
-		return fe("scheduler", string(s.Scheduler), "want one of rr, wrr, lc, wlc, sh, dh, sed, nq, mh")
-	}
-	if err := validateMethod(s); err != nil {
-		return err
-	}
-	if s.Affinity < 0 || s.Affinity > MaxAffinityTimeout || s.Affinity > 0 && s.Affinity < time.Second {
-		return fe("affinityTimeout", s.Affinity.String(), "out of range 1s-%s (0 = no affinity)", MaxAffinityTimeout)
-	}
-	if s.Health != nil {
-		return validateHealth(s.Health)
-	}
-	return nil
-}
-
-func backendString(b BackendSpec) string {
-	if b.Port == 0 {
-		return b.Addr.String()
-	}
-	return netip.AddrPortFrom(b.Addr, b.Port).String()
-}
-
-// validateAddrs checks VIPs, families and the pool.
-func validateAddrs(s *ServiceSpec, o ValidateOptions) error {
-	if s.Pool != "" {
-		if err := ValidateName(s.Pool); err != nil {
-			return &FieldError{Field: "pool", Value: s.Pool, Err: err}
-		}
-	}
-	var pool *Pool
-	if o.Pools != nil && s.Pool != "" {
-		for i := range o.Pools {
-			if o.Pools[i].Name == s.Pool {
-				pool = &o.Pools[i]
-			}
-		}
-		if pool == nil {
-			return &FieldError{Field: "pool", Value: s.Pool, Err: errors.New("no pool of that name")}
-		}
-	}
-	if len(s.VIPs) > 0 && len(s.Families) > 0 {
-		return &FieldError{Field: "families", Err: errors.New("set vips or families, not both (families choose what to allocate when there is no VIP)")}
-	}
-	seen := map[Family]bool{}
-	for k, v := range s.VIPs {
-		f := fmt.Sprintf("vips[%d]", k)
-		if err := CheckAddr(v, UseVIP); err != nil {
-			return &FieldError{Field: f, Value: v.String(), Err: err}
-		}
-		if seen[FamilyOf(v)] {
-			return &FieldError{Field: f, Value: v.String(), Err: fmt.Errorf("two %s VIPs: a service has at most one VIP per family", FamilyOf(v))}
-		}
-		seen[FamilyOf(v)] = true
-		if o.Pools == nil {
-			continue
-		}
-		in := pool
-		if in == nil {
-			for i := range o.Pools {
-				if o.Pools[i].Contains(v) {
-					in = &o.Pools[i]
-				}
-			}
-		}
-		switch {
-		case in == nil:
-			return &FieldError{Field: f, Value: v.String(), Err: errors.New("outside every pool")}
-		case !in.Contains(v):
-			return &FieldError{Field: f, Value: v.String(), Err: fmt.Errorf("outside pool %q (%s)", in.Name, strings.Join(in.RangeStrings(), ", "))}
-		case !in.Usable(v):
-			return &FieldError{Field: f, Value: v.String(), Err: fmt.Errorf("pool %q avoids addresses ending in .0 and .255", in.Name)}
-		}
-	}
-	for k, fam := range s.Families {
-		f := fmt.Sprintf("families[%d]", k)
-		if fam != IPv4 && fam != IPv6 {
-			return &FieldError{Field: f, Value: fmt.Sprint(uint8(fam)), Err: errors.New("want IPv4 or IPv6")}
-		}
-		if seen[fam] {
-			return &FieldError{Field: f, Value: fam.String(), Err: errors.New("listed twice")}
-		}
-		seen[fam] = true
-	}
-	return nil
-}
-
-// validateMethod: DR and tunnel deliver the packet with the VIP's port
-// unchanged, so they cannot map ports or serve node ports.
-func validateMethod(s *ServiceSpec) error {
-	switch s.Method {
-	case proxy.NAT, proxy.NATNoSNAT:
-		return nil
-	case proxy.DirectRouting, proxy.Tunnel:
-	default:
-		return &FieldError{Field: "method", Value: string(s.Method), Err: errors.New("want nat, nat-nosnat, dr or tunnel")}
-	}
-	for k, p := range s.Ports {
-		if p.TargetPort != 0 && p.TargetPort != p.Port {
-			return &FieldError{Field: fmt.Sprintf("ports[%d].targetPort", k), Value: fmt.Sprint(p.TargetPort),
-				Err: fmt.Errorf("method %s cannot map ports: targetPort must equal port %d", s.Method, p.Port)}
-		}
-		if p.NodePort != 0 {
-			return &FieldError{Field: fmt.Sprintf("ports[%d].nodePort", k), Value: fmt.Sprint(p.NodePort),
-				Err: fmt.Errorf("method %s cannot serve node ports", s.Method)}
-		}
-	}
-	for b, be := range s.Backends {
-		for _, p := range s.Ports {
-			if be.Port != 0 && be.Port != p.Port {
-				return &FieldError{Field: fmt.Sprintf("backends[%d].port", b), Value: fmt.Sprint(be.Port),
-					Err: fmt.Errorf("method %s cannot map ports: the backend port must equal the service port %d (leave it out)", s.Method, p.Port)}
-			}
-		}
-	}
-	return nil
-}
-
-func validateHealth(h *HealthCheck) error {
-	fe := func(field, value, format string, args ...any) error {
-		return &FieldError{Field: "healthCheck." + field, Value: value, Err: fmt.Errorf(format, args...)}
-	}
-	switch h.Type {
-	case "tcp":
-		if h.Path != "" || h.Host != "" || h.Expect != 0 {
-			return fe("type", h.Type, "path, host and expectStatus only apply to http and https checks")
-		}
-	case "http", "https":
-		if strings.Contains(h.Path, "://") {
-			// A URL pasted into path (maybe one without a host): say so.
-			return fe("path", h.Path, "a URL, not a path: put the path here (e.g. /healthz) and the Host header in host; the check connects to each backend")
-		}
-		if h.Path != "" && !strings.HasPrefix(h.Path, "/") {
-			return fe("path", h.Path, "must start with /")
-		}
-		if h.Expect != 0 && (h.Expect < MinExpectStatus || h.Expect > MaxExpectStatus) {
-			return fe("expectStatus", fmt.Sprint(h.Expect), "out of range %d-%d", MinExpectStatus, MaxExpectStatus)
-		}
-		if err := ValidateHealthHost(h.Host); err != nil {
-			return &FieldError{Field: "healthCheck.host", Value: h.Host, Err: err}
-		}
-	default:
-		return fe("type", h.Type, "want tcp, http or https")
-	}
-	switch {
-	case h.Interval <= 0:
-		return fe("interval", h.Interval.String(), "must be more than 0")
-	case h.Timeout <= 0:
-		return fe("timeout", h.Timeout.String(), "must be more than 0")
-	case h.Timeout > h.Interval:
-		return fe("timeout", h.Timeout.String(), "longer than interval %s", h.Interval)
-	case h.Rise < 1:
-		return fe("rise", fmt.Sprint(h.Rise), "must be at least 1")
-	case h.Fall < 1:
-		return fe("fall", fmt.Sprint(h.Fall), "must be at least 1")
-	}
-	return nil
 }
 
 // ErrBadHost is wrapped by ValidateHealthHost's refusals.

@@ -17,7 +17,7 @@ func TestValidateHealthCheck(t *testing.T) {
 	}{
 		{"ok", "", "", func(h *HealthCheck) {}},
 		{"interval negative", "healthCheck.interval", "more than 0", func(h *HealthCheck) { h.Interval = -time.Second }},
-		{"URL without a host in path", "healthCheck.path", "a URL, not a path", func(h *HealthCheck) { h.Path = "http:///healthz" }},
+		{"URL without a host in path", "healthCheck.path", "a URL without a host", func(h *HealthCheck) { h.Path = "http:///healthz" }},
 		{"URL in path", "healthCheck.path", "a URL, not a path", func(h *HealthCheck) { h.Path = "http://svc/healthz" }},
 		{"relative path", "healthCheck.path", "must start with /", func(h *HealthCheck) { h.Path = "healthz" }},
 	} {

@@ -47,7 +47,7 @@ func TestValidateService(t *testing.T) {
 			s.Families = nil
 		}, "vips[1]", "192.0.2.10"},
 		{"no ports", func(s *ServiceSpec) { s.Ports = nil }, "ports", ""},
-		{"port 0", func(s *ServiceSpec) { s.Ports[0].Port = 0 }, "ports[0].port", "0"},
+		{"port 0", func(s *ServiceSpec) { s.Ports[0].Port = 0 }, "ports[0].port", ""},
 		{"bad protocol", func(s *ServiceSpec) { s.Ports[0].Protocol = 1 }, "ports[0].protocol", "proto(1)"},
 		{"duplicate port", func(s *ServiceSpec) {
 			s.Ports = append(s.Ports, PortSpec{Port: 80, Protocol: proxy.TCP})
@@ -65,7 +65,7 @@ func TestValidateService(t *testing.T) {
 			s.Ports[0].NodePort = 0
 			s.Ports[0].TargetPort = 8080
 		}, "ports[0].targetPort", "8080"},
-		{"affinity", func(s *ServiceSpec) { s.Affinity = 48 * time.Hour }, "affinityTimeout", "48h0m0s"},
+		{"affinity", func(s *ServiceSpec) { s.Affinity = 48 * time.Hour }, "affinity.timeout", "48h0m0s"},
 		{"health type", func(s *ServiceSpec) {
 			s.Health = &HealthCheck{Type: "icmp", Interval: time.Second, Timeout: time.Second, Rise: 1, Fall: 1}
 		}, "healthCheck.type", "icmp"},

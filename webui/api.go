@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -26,6 +27,11 @@ func (s *Server) readyz(c echo.Context) error {
 	if s.opts.Ready != nil {
 		if err := s.opts.Ready(c.Request().Context()); err != nil {
 			return apiErr(http.StatusServiceUnavailable, "not ready: "+err.Error())
+		}
+	}
+	if f := s.opts.StoreTrouble; f != nil {
+		if err := f(); err != nil {
+			return c.String(http.StatusOK, "ready\nwarning: writes fail: "+strings.ReplaceAll(err.Error(), "\n", " ")+"\n")
 		}
 	}
 	return c.String(http.StatusOK, "ready\n")
@@ -55,7 +61,7 @@ func (s *Server) decodePool(c echo.Context) (lb.Pool, error) {
 		return lb.Pool{}, err
 	}
 	var dto PoolSpec
-	if err := decodeStrict(body, &dto); err != nil {
+	if err := lb.DecodeStrict(body, &dto); err != nil {
 		return lb.Pool{}, err
 	}
 	return parsePool(dto)
@@ -138,19 +144,19 @@ func (s *Server) putService(c echo.Context) error {
 		return err
 	}
 	var dto ServiceSpec
-	if err := decodeStrict(body, &dto); err != nil {
+	if err := lb.DecodeStrict(body, &dto); err != nil {
 		return err
 	}
 	spec, err := parseService(dto)
 	if err != nil {
-		return err
+		return asWritten(&dto, err)
 	}
 	if err := nameMatches(c.Param("name"), spec.Name); err != nil {
 		return err
 	}
 	st, created, err := s.opts.Manager.PutService(c.Request().Context(), spec)
 	if err != nil {
-		return err
+		return asWritten(&dto, err)
 	}
 	s.changed()
 	code := http.StatusOK

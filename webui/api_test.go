@@ -109,7 +109,7 @@ func TestAPIRefusals(t *testing.T) {
 		{name: "bad name", method: "POST", path: "/api/v1/pools", body: `{"name":"Bad_Name","addresses":["198.51.100.0/24"]}`,
 			status: 400, field: "name", message: "lower-case"},
 		{name: "bad community", method: "POST", path: "/api/v1/pools", body: pool(`,"advertisement":{"communities":["65000:70000"]}`),
-			status: 400, field: "advertisement.communities[0]", message: "0..65535"},
+			status: 400, field: "advertisement.communities[0]", message: "two 16-bit numbers"},
 		{name: "overlap with another pool", method: "POST", path: "/api/v1/pools", body: `{"name":"x","addresses":["192.0.2.128/25"]}`,
 			status: 409, field: "addresses", message: `overlaps range "192.0.2.0/24" of pool "default"`},
 		{name: "name taken", method: "POST", path: "/api/v1/pools", body: `{"name":"default","addresses":["198.51.100.0/24"]}`,
@@ -136,13 +136,13 @@ func TestAPIRefusals(t *testing.T) {
 		{name: "foreign Origin", method: "DELETE", path: "/api/v1/pools/v6", header: map[string]string{"Origin": "https://evil.example"},
 			status: 403, message: "cross-origin"},
 		{name: "service: port out of range", method: "PUT", path: "/api/v1/services/api",
-			body: `{"name":"api","ports":[{"port":70000}],"backends":[]}`, status: 400, field: "ports[0].port", message: "1..65535"},
+			body: `{"name":"api","ports":[{"port":70000}],"backends":[]}`, status: 400, field: "ports[0].port", message: "out of range 1-65535"},
 		{name: "service: fractional port", method: "PUT", path: "/api/v1/services/api",
 			body: `{"name":"api","ports":[{"port":80.5}],"backends":[]}`, status: 400, field: "ports[0].port", message: "want an integer"},
 		{name: "service: bad protocol", method: "PUT", path: "/api/v1/services/api",
-			body: `{"name":"api","ports":[{"port":80,"protocol":"SCTP"}],"backends":[]}`, status: 400, field: "ports[0].protocol", message: `unknown protocol "SCTP"`},
+			body: `{"name":"api","ports":[{"port":80,"protocol":"SCTP"}],"backends":[]}`, status: 400, field: "ports[0].protocol", message: "want TCP or UDP"},
 		{name: "service: duplicate port", method: "PUT", path: "/api/v1/services/api",
-			body: `{"name":"api","ports":[{"port":80},{"port":80,"protocol":"tcp"}]}`, status: 400, field: "ports[1].port", message: "already ports[0]"},
+			body: `{"name":"api","ports":[{"port":80},{"port":80,"protocol":"tcp"}]}`, status: 400, field: "ports[1].port", message: "listed twice (also ports[0])"},
 		{name: "service: unknown nested field", method: "PUT", path: "/api/v1/services/api",
 			body: `{"name":"api","ports":[{"port":80,"colour":1}]}`, status: 400, field: "ports[0].colour", message: "unknown field"},
 		{name: "service: bad backend address", method: "PUT", path: "/api/v1/services/api",
@@ -154,7 +154,7 @@ func TestAPIRefusals(t *testing.T) {
 		{name: "service: two VIPs of one family", method: "PUT", path: "/api/v1/services/api",
 			body: `{"name":"api","vips":["192.0.2.20","192.0.2.21"],"ports":[{"port":80}]}`, status: 400, field: "vips[1]", message: "one VIP per family"},
 		{name: "service: unknown scheduler", method: "PUT", path: "/api/v1/services/api",
-			body: `{"name":"api","ports":[{"port":80}],"scheduler":"fastest"}`, status: 400, field: "scheduler", message: "unknown scheduler"},
+			body: `{"name":"api","ports":[{"port":80}],"scheduler":"fastest"}`, status: 400, field: "scheduler", message: "want one of rr"},
 		{name: "service: no ports", method: "PUT", path: "/api/v1/services/api",
 			body: `{"name":"api","ports":[]}`, status: 400, field: "ports", message: "at least one port"},
 		{name: "service: VIP outside every pool", method: "PUT", path: "/api/v1/services/api",
@@ -213,7 +213,7 @@ func TestAPINoTokenConfigured(t *testing.T) {
 	m := newFakeManager()
 	s, _ := New(Options{Manager: m})
 	rec := do(t, s.Handler(), "POST", "/api/v1/pools", `{"name":"x","addresses":["198.51.100.0/24"]}`, nil)
-	if rec.Code != 403 || !strings.Contains(decodeErr(t, rec).Message, "no API token configured") || m.calls != 0 {
+	if rec.Code != 403 || !strings.Contains(decodeErr(t, rec).Message, "no API token with role write configured") || m.calls != 0 {
 		t.Fatalf("%d %s calls=%d", rec.Code, rec.Body, m.calls)
 	}
 }
@@ -265,8 +265,8 @@ func TestAPIServiceLifecycle(t *testing.T) {
 	s, _ := New(Options{Manager: m, Token: testToken, RateLimit: -1})
 	h := s.Handler()
 	body := `{"name":"dns","pool":"default","ports":[{"name":"dns","port":53,"protocol":"UDP"},{"port":53}],
-		"backends":[{"address":"198.51.100.5","port":5353,"weight":3},{"address":"2001:db8:1::5"}],
-		"scheduler":"sh","affinityTimeout":"30m","method":"nat-nosnat",
+		"families":["IPv4","IPv6"],"backends":[{"address":"198.51.100.5","port":5353,"weight":3},{"address":"2001:db8:1::5"}],
+		"scheduler":"sh","affinity":{"type":"ClientIP","timeout":"30m"},"method":"nat-nosnat",
 		"healthCheck":{"type":"tcp","interval":"5s","timeout":"1s","rise":2,"fall":3}}`
 	rec := do(t, h, "PUT", "/api/v1/services/dns", body, nil)
 	if rec.Code != 201 || rec.Header().Get("Location") != "/api/v1/services/dns" {
@@ -276,7 +276,7 @@ func TestAPIServiceLifecycle(t *testing.T) {
 	if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil {
 		t.Fatal(err)
 	}
-	if len(st.Assigned) != 1 || st.Assigned[0] != "192.0.2.0" || st.Spec.AffinityTimeout != "30m0s" ||
+	if len(st.Assigned) != 1 || st.Assigned[0] != "192.0.2.0" || st.Spec.Affinity == nil || st.Spec.Affinity.Timeout != "30m0s" ||
 		st.Spec.Ports[1].Protocol != "TCP" || *st.Spec.Backends[1].Weight != 1 || st.Spec.HealthCheck.Interval != "5s" {
 		t.Fatalf("created %+v", st)
 	}

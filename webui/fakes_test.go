@@ -27,6 +27,7 @@ type fakeManager struct {
 	services map[string]lb.ServiceStatus
 	owner    map[netip.Addr]string // assigned address → service
 	calls    int                   // write calls that reached the manager
+	onWrite  func(context.Context) // when set, sees a DeletePool's context
 }
 
 func newFakeManager() *fakeManager {
@@ -134,6 +135,9 @@ func (m *fakeManager) DeletePool(ctx context.Context, name string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.calls++
+	if m.onWrite != nil {
+		m.onWrite(ctx)
+	}
 	p, ok := m.pools[name]
 	if !ok {
 		return fmt.Errorf("pool %q: %w", name, lb.ErrNotFound)

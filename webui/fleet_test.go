@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgelb/edgelb/lb"
 	"github.com/edgelb/edgelb/lb/store"
 )
 
@@ -52,5 +53,55 @@ func TestAPIFleet(t *testing.T) {
 	plain, _ := New(Options{Manager: newFakeManager(), Token: testToken, RateLimit: -1})
 	if r := do(t, plain.Handler(), http.MethodGet, "/api/v1/fleet", "", nil); r.Code != http.StatusNotFound {
 		t.Fatalf("not a fleet: %d", r.Code)
+	}
+}
+
+// unavailableManager is a fleet gateway without quorum: every write fails
+// with the store's ErrUnavailable, as the engine answers then (a DELETE of
+// a name its possibly stale view lacks included: lb/engine fleet.go).
+type unavailableManager struct{ *fakeManager }
+
+var errNoQuorum = fmt.Errorf("delete: %w (http://10.77.0.11:2379): etcdserver: no leader", store.ErrUnavailable)
+
+func (unavailableManager) CreatePool(context.Context, lb.Pool) (lb.PoolStatus, error) {
+	return lb.PoolStatus{}, errNoQuorum
+}
+func (unavailableManager) UpdatePool(context.Context, lb.Pool) (lb.PoolStatus, error) {
+	return lb.PoolStatus{}, errNoQuorum
+}
+func (unavailableManager) DeletePool(context.Context, string) error { return errNoQuorum }
+func (unavailableManager) PutService(context.Context, lb.ServiceSpec) (lb.ServiceStatus, bool, error) {
+	return lb.ServiceStatus{}, false, errNoQuorum
+}
+func (unavailableManager) DeleteService(context.Context, string) error { return errNoQuorum }
+
+// TestAPIWritesWithoutQuorum (issue 35): every write, DELETE included,
+// answers 503 with why while the fleet's store has no quorum; reads answer
+// from the gateway's view with X-Edgelb-Stale.
+func TestAPIWritesWithoutQuorum(t *testing.T) {
+	s, err := New(Options{Manager: unavailableManager{newFakeManager()}, Token: testToken, RateLimit: -1,
+		StoreHealth: func() error { return errNoQuorum }, StoreRevision: func() int64 { return 7 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := `{"name":"p","addresses":["192.0.2.0/28"]}`
+	service := `{"name":"web","pool":"p","ports":[{"port":80}],"backends":[{"address":"198.51.100.1","port":8080,"weight":1}]}`
+	for _, w := range []struct{ method, path, body string }{
+		{http.MethodPost, "/api/v1/pools", pool},
+		{http.MethodPut, "/api/v1/pools/p", pool},
+		{http.MethodDelete, "/api/v1/pools/p", ""},
+		{http.MethodPut, "/api/v1/services/web", service},
+		{http.MethodDelete, "/api/v1/services/web", ""},
+		{http.MethodDelete, "/api/v1/services/nobody-knows", ""},
+	} {
+		r := do(t, s.Handler(), w.method, w.path, w.body, nil)
+		if r.Code != http.StatusServiceUnavailable || !strings.Contains(r.Body.String(), "not written: ") ||
+			!strings.Contains(r.Body.String(), "unavailable") {
+			t.Errorf("%s %s without quorum: %d %s, want 503 saying why", w.method, w.path, r.Code, r.Body)
+		}
+	}
+	r := do(t, s.Handler(), http.MethodGet, "/api/v1/services", "", nil)
+	if r.Code != http.StatusOK || !strings.HasPrefix(r.Header().Get(HeaderStale), "may be stale: ") {
+		t.Errorf("read without quorum: %d, %s %q", r.Code, HeaderStale, r.Header().Get(HeaderStale))
 	}
 }

@@ -33,7 +33,7 @@ func FuzzPoolBody(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var dto PoolSpec
-		if err := decodeStrict(body, &dto); err != nil {
+		if err := lb.DecodeStrict(body, &dto); err != nil {
 			checkRefusal(t, err)
 			return
 		}
@@ -42,12 +42,12 @@ func FuzzPoolBody(f *testing.F) {
 			checkRefusal(t, err)
 			return
 		}
-		again, err := marshal(poolSpecOf(p))
+		again, err := marshal(lb.PoolInputOf(p))
 		if err != nil {
 			t.Fatal(err)
 		}
 		var dto2 PoolSpec
-		if err := decodeStrict(again, &dto2); err != nil {
+		if err := lb.DecodeStrict(again, &dto2); err != nil {
 			t.Fatalf("re-decode %s: %v", again, err)
 		}
 		p2, err := parsePool(dto2)
@@ -83,7 +83,7 @@ func FuzzServiceBody(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var dto ServiceSpec
-		if err := decodeStrict(body, &dto); err != nil {
+		if err := lb.DecodeStrict(body, &dto); err != nil {
 			checkRefusal(t, err)
 			return
 		}
@@ -92,12 +92,12 @@ func FuzzServiceBody(f *testing.F) {
 			checkRefusal(t, err)
 			return
 		}
-		again, err := marshal(serviceSpecOf(s))
+		again, err := marshal(lb.InputOf(s))
 		if err != nil {
 			t.Fatal(err)
 		}
 		var dto2 ServiceSpec
-		if err := decodeStrict(again, &dto2); err != nil {
+		if err := lb.DecodeStrict(again, &dto2); err != nil {
 			t.Fatalf("re-decode %s: %v", again, err)
 		}
 		s2, err := parseService(dto2)

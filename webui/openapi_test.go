@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/edgelb/edgelb/announce"
+	"github.com/edgelb/edgelb/lb/audit"
 )
 
 type openAPIDoc struct {
@@ -123,8 +124,8 @@ func TestOpenAPISchemasMatchDTOs(t *testing.T) {
 		"Error": APIError{}, "PoolSpec": PoolSpec{}, "AdvertisementSpec": AdvertisementSpec{}, "PoolStatus": PoolStatus{},
 		"ServiceSpec": ServiceSpec{}, "PortSpec": PortSpec{}, "BackendSpec": BackendSpec{}, "HealthCheckSpec": HealthCheckSpec{},
 		"ServiceStatus": ServiceStatus{}, "Flow": Flow{}, "FlowList": FlowList{}, "VIPStats": VIPStats{},
-		"BackendStats": BackendStats{}, "AnnounceStatus": announce.Status{}, "PeerState": announce.PeerState{}, "BFDState": announce.BFDState{},
-		"Snapshot": Snapshot{}, "Delta": Delta{},
+		"BackendStats": BackendStats{}, "AnnounceStatus": announce.Status{}, "PeerState": announce.PeerState{},
+		"BFDState": announce.BFDState{}, "Snapshot": Snapshot{}, "Delta": Delta{}, "AuditList": AuditList{}, "AuditEntry": audit.Entry{},
 	} {
 		sch, ok := doc.Components.Schemas[name]
 		if !ok {

@@ -5,7 +5,6 @@ package webui
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -42,15 +41,27 @@ type Options struct {
 	Gatherer prometheus.Gatherer
 	// Registerer, when set, receives the web UI's own metrics.
 	Registerer prometheus.Registerer
-	// Token authorises writes (Authorization: Bearer TOKEN). Empty: writes
-	// are refused with 403.
+	// Token authorises writes (Authorization: Bearer TOKEN) as a write
+	// token named LegacyTokenName (config api.tokenFile). With neither it
+	// nor a write token in Tokens, writes are refused with 403.
 	Token string
+	// Tokens are the named read and write credentials (config api.tokens).
+	Tokens []Token
+	// AnonymousReads serves reads without a token on a listen address
+	// beyond loopback (on loopback they are always open). See auth.go.
+	AnonymousReads bool
+	// Audit, when set, is served as GET /api/v1/audit.
+	Audit AuditSource
 	// Listen is host:port (default DefaultListen).
 	Listen string
 	// TLS, when set, serves HTTPS with it (set ClientAuth and ClientCAs for mTLS).
 	TLS *tls.Config
 	// Ready reports readiness for /readyz (nil: always ready).
 	Ready func(context.Context) error
+	// StoreTrouble, when set and not nil, is shown in /readyz's body (the
+	// last state store commit failed: a full disk); /readyz stays 200, as
+	// forwarding goes on.
+	StoreTrouble func() error
 	// StoreHealth and StoreRevision describe a store shared by a fleet
 	// (etcd; nil otherwise): answers carry the revision applied and, while
 	// StoreHealth is not nil, a header saying they may be stale (fleet.go).
@@ -130,14 +141,18 @@ func (o *Options) defaults() {
 
 // Server is the web UI and REST API.
 type Server struct {
-	opts      Options
-	log       *slog.Logger
-	e         *echo.Echo
-	hub       *hub
-	tokenHash []byte
-	limiter   *limiter
-	cop       *http.CrossOriginProtection
-	poke      chan struct{}
+	opts     Options
+	log      *slog.Logger
+	e        *echo.Echo
+	hub      *hub
+	creds    []credential
+	canWrite bool
+	// readsNeedToken: the listen address is beyond loopback and anonymous
+	// reads were not asked for.
+	readsNeedToken bool
+	limiter        *limiter
+	cop            *http.CrossOriginProtection
+	poke           chan struct{}
 
 	mu      sync.Mutex
 	srv     *http.Server
@@ -160,10 +175,11 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, log: opts.Logger, cop: http.NewCrossOriginProtection(),
 		poke: make(chan struct{}, 1), streams: make(chan struct{}), primed: make(chan struct{})}
-	if opts.Token != "" {
-		h := sha256.Sum256([]byte(opts.Token))
-		s.tokenHash = h[:]
+	s.creds = credentials(&opts)
+	for _, c := range s.creds {
+		s.canWrite = s.canWrite || c.role == RoleWrite
 	}
+	s.readsNeedToken = ReadsNeedToken(opts.Listen, opts.AnonymousReads)
 	if opts.RateLimit > 0 {
 		s.limiter = newLimiter(opts.RateLimit, opts.RateBurst)
 	}
@@ -210,21 +226,22 @@ func (s *Server) routes() *echo.Echo {
 	e.HTTPErrorHandler = s.errorHandler
 	// Never derive the client address from headers (X-Forwarded-For...).
 	e.IPExtractor = echo.ExtractIPDirect()
-	e.Use(middleware.Recover(), securityHeaders, s.fleetHeaders)
+	e.Use(middleware.Recover(), securityHeaders, s.fleetHeaders, validUTF8)
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{})))
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{})), s.requireRead)
 	s.staticRoutes(e)
 	s.pprofRoutes(e)
 
 	// Middleware per route rather than per group: an echo group with
 	// middleware registers catch-all routes, which would turn a 404 into a 401.
-	read := func(path string, h echo.HandlerFunc) { e.GET("/api/v1"+path, h, s.rateLimit) }
+	read := func(path string, h echo.HandlerFunc) { e.GET("/api/v1"+path, h, s.rateLimit, s.requireRead) }
 	write := func(method, path string, h echo.HandlerFunc) {
 		e.Add(method, "/api/v1"+path, h, s.rateLimit, s.crossOrigin, s.requireToken)
 	}
-	read("/openapi.json", s.openapi)
+	// The API's description is public: it holds no state.
+	e.GET("/api/v1/openapi.json", s.openapi, s.rateLimit)
 	read("/pools", s.listPools)
 	read("/pools/:name", s.getPool)
 	read("/services", s.listServices)
@@ -235,6 +252,7 @@ func (s *Server) routes() *echo.Echo {
 	read("/fleet", s.getFleet)
 	read("/health", s.getHealth)
 	read("/events", s.events)
+	read("/audit", s.getAudit)
 	write(http.MethodPost, "/pools", s.createPool)
 	write(http.MethodPut, "/pools/:name", s.updatePool)
 	write(http.MethodDelete, "/pools/:name", s.deletePool)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/edgelb/edgelb/announce/bfdd"
-	"github.com/edgelb/edgelb/lb"
+	"github.com/edgelb/edgelb/lb/fielderr"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -171,7 +171,7 @@ func (c Config) restartTime() time.Duration {
 }
 
 func fieldErr(field, value, format string, args ...any) error {
-	return &lb.FieldError{Field: field, Value: value, Err: fmt.Errorf(format, args...)}
+	return &fielderr.Error{Field: field, Value: value, Err: fmt.Errorf(format, args...)}
 }
 
 // validate checks everything GoBGP would otherwise refuse late (or accept

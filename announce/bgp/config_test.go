@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgelb/edgelb/lb"
+	"github.com/edgelb/edgelb/lb/fielderr"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -46,7 +46,7 @@ func TestConfigValidate(t *testing.T) {
 			c := base()
 			tc.mod(&c)
 			err := c.validate()
-			var fe *lb.FieldError
+			var fe *fielderr.Error
 			if err == nil || !errors.As(err, &fe) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want a FieldError containing %s", err, tc.want)
 			}

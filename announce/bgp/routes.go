@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/edgelb/edgelb/announce"
-	"github.com/edgelb/edgelb/lb"
+	"github.com/edgelb/edgelb/lb/fielderr"
 	api "github.com/osrg/gobgp/v3/api"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -114,7 +114,7 @@ func (c *attrCache) largeCommunity(s string) (LargeCommunity, bool) {
 // family's (a dual-stack pool's IPv6 length on an IPv4 VIP) means host route.
 func (c *attrCache) routeFor(v announce.VIP) (*route, error) {
 	if !v.Addr.IsValid() || v.Addr.IsUnspecified() {
-		return nil, &lb.FieldError{Field: "vip", Value: addrString(v.Addr), Err: errors.New("not a unicast address")}
+		return nil, &fielderr.Error{Field: "vip", Value: addrString(v.Addr), Err: errors.New("not a unicast address")}
 	}
 	addr := v.Addr.Unmap().WithZone("")
 	bits := addr.BitLen()
@@ -123,14 +123,14 @@ func (c *attrCache) routeFor(v announce.VIP) (*route, error) {
 	}
 	prefix, err := addr.Prefix(bits)
 	if err != nil {
-		return nil, &lb.FieldError{Field: fmt.Sprintf("vip %s: aggregationLength", addr), Value: fmt.Sprint(v.AggregationLen), Err: err}
+		return nil, &fielderr.Error{Field: fmt.Sprintf("vip %s: aggregationLength", addr), Value: fmt.Sprint(v.AggregationLen), Err: err}
 	}
 	r := &route{prefix: prefix, localPref: v.LocalPref}
 	var errs []error
 	for i, s := range v.Communities {
 		cm, ok := c.community(s)
 		if !ok {
-			errs = append(errs, &lb.FieldError{Field: fmt.Sprintf("vip %s (pool %q): communities[%d]", addr, v.Pool, i), Value: s, Err: errCommunity})
+			errs = append(errs, &fielderr.Error{Field: fmt.Sprintf("vip %s (pool %q): communities[%d]", addr, v.Pool, i), Value: s, Err: errCommunity})
 			continue
 		}
 		r.comms = append(r.comms, cm)
@@ -138,7 +138,7 @@ func (c *attrCache) routeFor(v announce.VIP) (*route, error) {
 	for i, s := range v.LargeCommunities {
 		lc, ok := c.largeCommunity(s)
 		if !ok {
-			errs = append(errs, &lb.FieldError{Field: fmt.Sprintf("vip %s (pool %q): largeCommunities[%d]", addr, v.Pool, i), Value: s, Err: errLargeCommunity})
+			errs = append(errs, &fielderr.Error{Field: fmt.Sprintf("vip %s (pool %q): largeCommunities[%d]", addr, v.Pool, i), Value: s, Err: errLargeCommunity})
 			continue
 		}
 		r.large = append(r.large, lc)

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/edgelb/edgelb/announce"
-	"github.com/edgelb/edgelb/lb"
+	"github.com/edgelb/edgelb/lb/fielderr"
 	"github.com/osrg/gobgp/v3/pkg/apiutil"
 	"github.com/osrg/gobgp/v3/pkg/packet/bgp"
 )
@@ -52,7 +52,7 @@ func TestDesiredRoutesErrors(t *testing.T) {
 		{},
 		vip("203.0.113.3"),
 	})
-	var fe *lb.FieldError
+	var fe *fielderr.Error
 	if !errors.As(err, &fe) {
 		t.Fatalf("want a FieldError, got %v", err)
 	}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/edgelb/edgelb/announce"
-	"github.com/edgelb/edgelb/lb"
+	"github.com/edgelb/edgelb/lb/fielderr"
 	api "github.com/osrg/gobgp/v3/api"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -157,7 +157,7 @@ func TestSpeakerBadCommunitySkipsOnlyThatVIP(t *testing.T) {
 		vip("203.0.113.2", withAttrs(nil, []string{"1:2"}, 0)),
 		vip("203.0.113.3"),
 	})
-	var fe *lb.FieldError
+	var fe *fielderr.Error
 	if !errors.As(err, &fe) || !strings.Contains(err.Error(), `"65000:70000"`) || !strings.Contains(err.Error(), `"1:2"`) ||
 		!strings.Contains(err.Error(), "communities[0]") {
 		t.Fatalf("error %v", err)

@@ -57,6 +57,9 @@ func check(ctx context.Context, path string, noHost bool, stdout io.Writer) erro
 		return &exitError{1, err}
 	}
 	fmt.Fprintf(stdout, "%s: valid (%d pools, %d services)\n", path, len(cfg.Pools), len(cfg.Services))
+	for _, f := range preflight.APIFindings(cfg) {
+		fmt.Fprintln(stdout, f)
+	}
 	state, err := checkStore(cfg, !noHost, stdout)
 	if err != nil {
 		code, ee := 1, (*exitError)(nil)

@@ -89,7 +89,7 @@ func TestHelpEverywhere(t *testing.T) {
 		}
 	}
 	walk(newRoot())
-	if n < 20 {
+	if n < 19 { // the 19 of today: the demo moved out to lab/demo/cmd/edgelb-demo
 		t.Fatalf("only %d commands", n)
 	}
 	var out, errb bytes.Buffer
@@ -115,7 +115,7 @@ func TestReadmeConfigIsValid(t *testing.T) {
 	s = s[:strings.Index(s, "```")]
 	tok := filepath.Join(t.TempDir(), "token")
 	os.WriteFile(tok, []byte("secret"), 0o600)
-	code, out := runCheck(t, strings.ReplaceAll(s, "/etc/edgelb/token", tok), "--no-host")
+	code, out := runCheck(t, strings.ReplaceAll(s, "/etc/edgelb/ops.token", tok), "--no-host")
 	if code != 0 {
 		t.Fatalf("README config: exit %d\n%s", code, out)
 	}

@@ -47,13 +47,14 @@ type clientFlags struct {
 func addClientFlags(fs *pflag.FlagSet) *clientFlags {
 	f := &clientFlags{}
 	fs.StringVar(&f.server, "server", "http://"+webui.DefaultListen, "edgelb API base URL")
-	fs.StringVar(&f.tokenFile, "token-file", "", "file holding the API token for writes (default: $EDGELB_TOKEN)")
+	fs.StringVar(&f.tokenFile, "token-file", "", "file holding the API token, sent on reads and writes (default: $EDGELB_TOKEN)")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "per-request timeout")
 	return f
 }
 
 // client parses the flags once into an apiClient. The token is read from
-// --token-file, else EDGELB_TOKEN; reads need none.
+// --token-file, else EDGELB_TOKEN, and sent with every request (reads need
+// one when the API listens beyond loopback).
 func (f *clientFlags) client() (*apiClient, error) {
 	u, err := url.Parse(f.server)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -94,7 +95,8 @@ func (c *apiClient) do(ctx context.Context, method, path string, body, out any) 
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if c.token != "" && method != http.MethodGet {
+	// Reads too: beyond loopback the API needs a token for them.
+	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.hc.Do(req)

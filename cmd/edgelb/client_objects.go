@@ -126,7 +126,7 @@ func getServices(ctx context.Context, c *apiClient, names []string, format strin
 			for _, b := range s.Spec.Backends {
 				ep := b.Address
 				if b.Port != 0 {
-					ep = net.JoinHostPort(b.Address, strconv.Itoa(b.Port))
+					ep = net.JoinHostPort(b.Address, strconv.FormatInt(b.Port, 10))
 				}
 				eps = append(eps, ep)
 			}

@@ -36,7 +36,6 @@ func newRoot() *cobra.Command {
 	root.AddCommand(
 		newRunCmd(),
 		newCheckCmd(),
-		newDemoCmd(),
 		newCleanupCmd(),
 		newBackendSetupCmd(),
 		newStatusCmd(),

@@ -72,6 +72,9 @@ func status(ctx context.Context, c *apiClient, watch bool, interval time.Duratio
 		done, err := writeStructured(stdout, format, vs)
 		if !done {
 			err = writeStatusTable(stdout, vs)
+			for _, w := range readyWarnings(ctx, c) {
+				fmt.Fprintln(stdout, w)
+			}
 		}
 		if err != nil || !watch {
 			return err
@@ -134,7 +137,7 @@ func collectStatus(ctx context.Context, c *apiClient) ([]statusVirtual, error) {
 				}
 				fe := netip.AddrPortFrom(a, uint16(p.Port)).String()
 				v := statusVirtual{Service: s.Spec.Name, Protocol: proto, Address: fe, Scheduler: s.Spec.Scheduler,
-					Affinity: s.Spec.AffinityTimeout, Backends: []statusBackend{}}
+					Affinity: affinityOf(s.Spec), Backends: []statusBackend{}}
 				for _, b := range s.Spec.Backends {
 					port := b.Port
 					if port == 0 {
@@ -203,4 +206,12 @@ func writeStatusTable(w io.Writer, vs []statusVirtual) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// affinityOf is a service's ClientIP affinity timeout ("" = none).
+func affinityOf(s webui.ServiceSpec) string {
+	if s.Affinity != nil && s.Affinity.Type == "ClientIP" {
+		return s.Affinity.Timeout
+	}
+	return ""
 }

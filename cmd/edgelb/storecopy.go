@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -95,13 +96,13 @@ func newStoreCopyCmd() *cobra.Command {
 		if err := cfg.ValidateState(); err != nil {
 			return usageError(c, err)
 		}
-		return storeCopy(o, c.OutOrStdout())
+		return storeCopy(c.Context(), o, c.OutOrStdout())
 	}
 	return c
 }
 
 // storeCopy copies the file into an empty etcd prefix and reads it back.
-func storeCopy(o storeCopyOptions, stdout io.Writer) error {
+func storeCopy(ctx context.Context, o storeCopyOptions, stdout io.Writer) error {
 	src, dst := o.src, o.dst
 	tc, err := store.EtcdTLS("--", o.ca, o.cert, o.key)
 	if err != nil {
@@ -119,7 +120,7 @@ func storeCopy(o storeCopyOptions, stdout io.Writer) error {
 		return err
 	}
 	host, _ := os.Hostname()
-	e, err := store.OpenEtcd(store.EtcdOptions{Endpoints: dst.endpoints, TLS: tc, Prefix: o.prefix, Gateway: host + " (store copy)",
+	e, err := store.OpenEtcd(ctx, store.EtcdOptions{Endpoints: dst.endpoints, TLS: tc, Prefix: o.prefix, Gateway: host + " (store copy)",
 		StartTimeout: 10 * time.Second})
 	if err != nil {
 		return err

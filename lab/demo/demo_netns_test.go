@@ -5,21 +5,26 @@ package demo
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/edgelb/edgelb/lab/netns"
 )
 
-// TestNetnsDemoCommand runs `edgelb demo --duration 20s` as a user would and
-// checks it exits 0 and leaves no namespace behind (links and nft tables live
+// TestNetnsDemoCommand runs `edgelb-demo --duration 20s` (what `make demo`
+// runs) as a user would and checks it exits 0 and leaves no namespace behind (links and nft tables live
 // inside the namespaces, so they go with them).
 func TestNetnsDemoCommand(t *testing.T) {
 	netns.RequireRoot(t)
 	exe := edgelbBinary(t)
-	cmd := exec.Command(exe, "demo", "--duration", "20s", "--ui", "127.0.0.1:18081")
+	tool := filepath.Join(t.TempDir(), "edgelb-demo")
+	if out, err := exec.Command("go", "build", "-o", tool, "github.com/edgelb/edgelb/lab/demo/cmd/edgelb-demo").CombinedOutput(); err != nil {
+		t.Fatalf("go build edgelb-demo: %v\n%s", err, out)
+	}
+	cmd := exec.Command(tool, "--edgelb", exe, "--duration", "20s", "--ui", "127.0.0.1:18081")
 	out, err := cmd.CombinedOutput()
-	t.Logf("edgelb demo --duration 20s:\n%s", out)
+	t.Logf("edgelb-demo --duration 20s:\n%s", out)
 	if err != nil {
 		t.Fatalf("demo failed: %v", err)
 	}

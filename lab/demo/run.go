@@ -235,7 +235,7 @@ func Format(counts map[string]int) string {
 
 // Options for a whole demo run.
 type RunOptions struct {
-	Exe      string        // the edgelb binary (os.Executable())
+	Exe      string        // the edgelb binary
 	Duration time.Duration // 0: until ctx ends (Ctrl-C)
 	UIAddr   string        // host-side address for the UI (default 127.0.0.1:8080)
 	Out      io.Writer

@@ -1,6 +1,7 @@
 // Package demo builds the demo lab — a client, a gateway and three HTTP
-// backends, each in its own network namespace — shared by `edgelb demo`, the
-// end-to-end tests and the browser test.
+// backends, each in its own network namespace — shared by the lab tool
+// `edgelb-demo` (cmd/edgelb-demo, `make demo`), the end-to-end tests and
+// the browser test.
 //
 //	client 192.0.2.10/24 ──veth── 192.0.2.1/24 gateway 198.51.100.1/24 ══bridge══ backend-1..3 198.51.100.11..13
 //	                   VIP pool 192.0.2.100-192.0.2.120 (same L2 segment: the client ARPs for the VIP)

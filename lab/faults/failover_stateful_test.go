@@ -163,9 +163,6 @@ func sfConfig(c sfCase, g *sfGateway, n int) string {
 	case c.sync:
 		sync = fmt.Sprintf("stateSync:\n  conntrackd:\n    interface: eth2\n    peers: [%s]\n", strings.Join(peers, ", "))
 	}
-	if c.sync && sfCoalesce() != "" {
-		sync += fmt.Sprintf("    coalesce: %s\n", sfCoalesce())
-	}
 	return fmt.Sprintf(`pools:
   - name: seg
     addresses: ["198.51.100.100-198.51.100.110", "2001:db8:c::100-2001:db8:c::110"]
@@ -303,14 +300,34 @@ func TestFailoverStateful(t *testing.T) {
 	}
 }
 
-func sfRun(t *testing.T, exe string, c sfCase) {
+// sfLab is a running stateful lab: the segment with its three bridges, the
+// client, the backends (each streaming to whoever connects) and the
+// gateways, every daemon ready and alive to the others.
+type sfLab struct {
+	c        sfCase
+	seg      *netns.NS
+	client   *netns.NS
+	backends []*netns.NS
+	gws      []*sfGateway
+	vip, src netip.Addr
+}
+
+// sfStart builds the lab for c and waits for one owner of the VIP and the
+// source address.
+func sfStart(t *testing.T, exe string, c sfCase) *sfLab {
+	t.Helper()
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
+	l := &sfLab{c: c, vip: sfVIP4, src: sfSrc4}
+	if c.v6 {
+		l.vip, l.src = sfVIP6, sfSrc6
+	}
 	seg := netns.NewT(t, "sfs")
+	l.seg = seg
 	for _, br := range []string{"br0", "br1", "br2"} {
 		must(seg.Bridge(br))
 	}
@@ -322,13 +339,12 @@ func sfRun(t *testing.T, exe string, c sfCase) {
 			must(n.AddAddr(ifname, a))
 		}
 	}
-	var backends []*netns.NS
-	client := netns.NewT(t, "sfc")
-	attach(client, "cl", "br0", "eth0", sfFront4(10), sfFront6(0x10))
+	l.client = netns.NewT(t, "sfc")
+	attach(l.client, "cl", "br0", "eth0", sfFront4(10), sfFront6(0x10))
 	for b := 1; b <= sfBackends; b++ {
 		n := netns.NewT(t, fmt.Sprintf("sfb%d", b))
 		attach(n, fmt.Sprintf("be%d", b), "br1", "eth0", sfBack4(20+b), sfBack6(0x20+b))
-		backends = append(backends, n)
+		l.backends = append(l.backends, n)
 		// Replies to clients go through the floating source address: the
 		// gateway owning the VIPs owns it (nat-nosnat needs it; nat's
 		// replies are addressed to it anyway).
@@ -341,7 +357,6 @@ func sfRun(t *testing.T, exe string, c sfCase) {
 			t.Cleanup(func() { ln.Close() })
 		}
 	}
-	var gws []*sfGateway
 	for i := 1; i <= c.gateways; i++ {
 		n := netns.NewT(t, fmt.Sprintf("sfg%d", i))
 		g := &sfGateway{i: i, dir: t.TempDir()}
@@ -361,54 +376,35 @@ func sfRun(t *testing.T, exe string, c sfCase) {
 		cfg := filepath.Join(g.dir, "config.yaml")
 		must(os.WriteFile(cfg, []byte(sfConfig(c, g, c.gateways)), 0o600))
 		g.foGateway = &foGateway{name: fmt.Sprintf("gw%d", i), ns: n, cfg: cfg, mac: mac}
-		gws = append(gws, g)
+		l.gws = append(l.gws, g)
 	}
 	t.Cleanup(func() {
-		for _, g := range gws {
+		for _, g := range l.gws {
 			g.stop(t, 40)
 		}
 	})
-	for _, g := range gws {
+	for _, g := range l.gws {
 		g.start(t, exe)
 	}
-	vip, src := sfVIP4, sfSrc4
-	if c.v6 {
-		vip, src = sfVIP6, sfSrc6
-	}
-	owner := func() *sfGateway {
-		var o *sfGateway
-		for _, g := range gws {
-			if g.running() && g.owns(vip) {
-				if o != nil {
-					return nil
-				}
-				o = g
-			}
-		}
-		if o == nil || !o.owns(src) {
-			return nil
-		}
-		return o
-	}
-	fos := make([]*foGateway, len(gws))
-	for i, g := range gws {
+	fos := make([]*foGateway, len(l.gws))
+	for i, g := range l.gws {
 		fos[i] = g.foGateway
 	}
 	// allUp: every daemon ready and alive to every other, and one owner for
-	// a second — the connections below are opened only once ownership is
-	// done moving (a late join moves VIPs; connections opened through the
-	// old owner in the last instant before a move are not yet in the new
+	// a second — the connections are opened only once ownership is done
+	// moving (a late join moves VIPs; connections opened through the old
+	// owner in the last instant before a move are not yet in the new
 	// owner's cache when it commits it).
 	var lastOwner *sfGateway
 	var ownedSince time.Time
 	allUp := func() bool {
-		for _, g := range gws {
+		for _, g := range l.gws {
 			if !g.running() || !g.ready() || !g.seesAll(fos) {
 				lastOwner = nil
 				return false
 			}
 		}
-		o := owner()
+		o := l.owner()
 		if o == nil || o != lastOwner {
 			lastOwner, ownedSince = o, time.Now()
 			return false
@@ -418,6 +414,105 @@ func sfRun(t *testing.T, exe string, c sfCase) {
 	if !foWait(60*time.Second, allUp) {
 		t.Fatal("no steady state (every daemon ready and alive to the others, one owner of the VIP and the source address for 1 s) in 60 s")
 	}
+	return l
+}
+
+// owner is the one running gateway that owns the VIP and the source
+// address (nil when none or several do).
+func (l *sfLab) owner() *sfGateway {
+	var o *sfGateway
+	for _, g := range l.gws {
+		if g.running() && g.owns(l.vip) {
+			if o != nil {
+				return nil
+			}
+			o = g
+		}
+	}
+	if o == nil || !o.owns(l.src) {
+		return nil
+	}
+	return o
+}
+
+// neighUnmet says why the neighbour entries are not settled on o ("" when
+// they are): the client's entry for the VIP and each backend's for the
+// source address point at o and were last updated ≥ 2 s ago (a gratuitous
+// ARP or unsolicited NA inside the neighbour locktime, 1 s, is ignored: see
+// TestFailoverDaemonKill9; a real backend learnt its entry long before). A
+// wrong entry is deleted, so that the next packet asks again.
+func (l *sfLab) neighUnmet(o *sfGateway) string {
+	ctx := context.Background()
+	if out, _ := l.client.Exec(ctx, "ip", "neigh", "show", l.vip.String(), "dev", "eth0"); !strings.Contains(string(out), o.mac.String()) {
+		l.client.Exec(ctx, "ip", "neigh", "del", l.vip.String(), "dev", "eth0")
+		return fmt.Sprintf("the client's neighbour entry for %s is not %s's: %s", l.vip, o.name, strings.TrimSpace(string(out)))
+	}
+	if foNeighAge(l.client, l.vip) < 2 {
+		return fmt.Sprintf("the client's neighbour entry for %s is younger than 2 s", l.vip)
+	}
+	for _, b := range l.backends {
+		if out, _ := b.Exec(ctx, "ip", "neigh", "show", l.src.String(), "dev", "eth0"); !strings.Contains(string(out), o.mac1.String()) {
+			b.Exec(ctx, "ip", "neigh", "del", l.src.String(), "dev", "eth0")
+			return fmt.Sprintf("a backend's neighbour entry for %s is not %s's: %s", l.src, o.name, strings.TrimSpace(string(out)))
+		}
+		if foNeighAge(b, l.src) < 2 {
+			return fmt.Sprintf("a backend's neighbour entry for %s is younger than 2 s", l.src)
+		}
+	}
+	return ""
+}
+
+// external is the external cache of g's channel with o (conntrackd -e ct).
+func (l *sfLab) external(g, o *sfGateway) (string, error) {
+	conf, err := g.conntrackdConf(o, l.c.gateways)
+	if err != nil {
+		return "", err
+	}
+	out, err := exec.Command("conntrackd", "-C", conf, "-e", "ct").Output()
+	return string(out), err
+}
+
+// externalStreams counts the VIP's port-80 connections in the external
+// cache of g's channel with o (the cache holds the gateways' own
+// connections too: memberlist's).
+func (l *sfLab) externalStreams(g, o *sfGateway) (int, error) {
+	out, err := l.external(g, o)
+	n := 0
+	for _, ln := range strings.Split(out, "\n") {
+		if strings.Contains(ln, "dst="+l.vip.String()+" ") && strings.Contains(ln, " dport=80 ") {
+			n++
+		}
+	}
+	return n, err
+}
+
+// die is the owner's host dying: its three links down, then its daemon
+// killed with -9 (which takes its conntrackd along).
+func (l *sfLab) die(t *testing.T, g *sfGateway) {
+	t.Helper()
+	for _, p := range g.ports {
+		if out, err := l.seg.Exec(context.Background(), "ip", "link", "set", p, "down"); err != nil {
+			t.Fatalf("link down %s: %v: %s", p, err, out)
+		}
+	}
+	g.kill9(t)
+}
+
+// revive brings g's links up and starts its daemon again.
+func (l *sfLab) revive(t *testing.T, exe string, g *sfGateway) {
+	t.Helper()
+	for _, p := range g.ports {
+		if out, err := l.seg.Exec(context.Background(), "ip", "link", "set", p, "up"); err != nil {
+			t.Fatalf("link up %s: %v: %s", p, err, out)
+		}
+	}
+	g.start(t, exe)
+}
+
+func sfRun(t *testing.T, exe string, c sfCase) {
+	l := sfStart(t, exe, c)
+	client, gws, vip := l.client, l.gws, l.vip
+	owner := l.owner
 
 	// 100 connections through the VIP.
 	streams := make([]*sfStream, sfConns)
@@ -448,11 +543,8 @@ func sfRun(t *testing.T, exe string, c sfCase) {
 		dial(i)
 	}
 	// Everything learnt and settled before the kill: every stream flowing;
-	// with sync, every other gateway holds all 100 in its external cache; the
-	// client's entry for the VIP and each backend's for the source address
-	// point at the owner and were last updated ≥ 2 s ago (a gratuitous ARP
-	// or unsolicited NA inside the neighbour locktime, 1 s, is ignored: see
-	// TestFailoverDaemonKill9; a real backend learnt its entry long before).
+	// with sync, every other gateway holds all 100 in its external cache;
+	// the neighbour entries point at the owner (neighUnmet).
 	var unsettled string // the last condition settled found unmet, for the failure message
 	settled := func() bool {
 		no := func(why string, args ...any) bool { unsettled = fmt.Sprintf(why, args...); return false }
@@ -471,40 +563,14 @@ func sfRun(t *testing.T, exe string, c sfCase) {
 				if g == o || !g.running() {
 					continue
 				}
-				// The external cache of g's channel with the owner; it
-				// holds the gateways' own connections too (memberlist's):
-				// count the streams' entries.
-				conf, err := g.conntrackdConf(o, c.gateways)
-				if err != nil {
-					t.Fatal(err)
-				}
-				out, err := exec.Command("conntrackd", "-C", conf, "-e", "ct").Output()
-				n := 0
-				for _, l := range strings.Split(string(out), "\n") {
-					if strings.Contains(l, "dst="+vip.String()+" ") && strings.Contains(l, " dport=80 ") {
-						n++
-					}
-				}
+				n, err := l.externalStreams(g, o)
 				if err != nil || n < sfConns {
 					return no("%s's external cache holds %d of the %d streams (%v)", g.name, n, sfConns, err)
 				}
 			}
 		}
-		if out, _ := client.Exec(context.Background(), "ip", "neigh", "show", vip.String(), "dev", "eth0"); !strings.Contains(string(out), o.mac.String()) {
-			client.Exec(context.Background(), "ip", "neigh", "del", vip.String(), "dev", "eth0")
-			return no("the client's neighbour entry for %s is not %s's: %s", vip, o.name, strings.TrimSpace(string(out)))
-		}
-		if foNeighAge(client, vip) < 2 {
-			return no("the client's neighbour entry for %s is younger than 2 s", vip)
-		}
-		for _, b := range backends {
-			if out, _ := b.Exec(context.Background(), "ip", "neigh", "show", src.String(), "dev", "eth0"); !strings.Contains(string(out), o.mac1.String()) {
-				b.Exec(context.Background(), "ip", "neigh", "del", src.String(), "dev", "eth0")
-				return no("a backend's neighbour entry for %s is not %s's: %s", src, o.name, strings.TrimSpace(string(out)))
-			}
-			if foNeighAge(b, src) < 2 {
-				return no("a backend's neighbour entry for %s is younger than 2 s", src)
-			}
+		if why := l.neighUnmet(o); why != "" {
+			return no("%s", why)
 		}
 		return true
 	}
@@ -598,13 +664,8 @@ func sfRun(t *testing.T, exe string, c sfCase) {
 
 	// Phase fail: the owner's host dies.
 	old := owner()
-	for _, p := range old.ports {
-		if out, err := seg.Exec(context.Background(), "ip", "link", "set", p, "down"); err != nil {
-			t.Fatalf("link down %s: %v: %s", p, err, out)
-		}
-	}
 	t0 := time.Now()
-	old.kill9(t)
+	l.die(t, old)
 	if !foWait(time.Minute, func() bool { o := owner(); return o != nil && o != old }) {
 		t.Fatalf("no new owner within a minute of killing %s", old.name)
 	}
@@ -625,13 +686,8 @@ func sfRun(t *testing.T, exe string, c sfCase) {
 	if replaced > 0 && !foWait(60*time.Second, settled) {
 		t.Fatalf("not settled in 60 s after replacing %d lost connections: last unmet: %s", replaced, unsettled)
 	}
-	for _, p := range old.ports {
-		if out, err := seg.Exec(context.Background(), "ip", "link", "set", p, "up"); err != nil {
-			t.Fatalf("link up %s: %v: %s", p, err, out)
-		}
-	}
 	t1 := time.Now()
-	old.start(t, exe)
+	l.revive(t, exe, old)
 	if !foWait(time.Minute, func() bool { return owner() == old }) {
 		t.Fatalf("%s did not take its VIP back within a minute", old.name)
 	}

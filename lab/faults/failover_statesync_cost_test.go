@@ -3,7 +3,6 @@
 package faults
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -39,18 +38,6 @@ const (
 )
 
 func sfSyncCostWanted() bool { return os.Getenv("EDGELB_STATESYNC_COST") == "1" }
-
-// sfCoalesce is stateSync.conntrackd.coalesce for the sync=on cases
-// (EDGELB_STATESYNC_COALESCE; empty: the default). The bench runs the cost
-// cases with 0s too, conntrackd's own one round per event, as the baseline.
-func sfCoalesce() string { return os.Getenv("EDGELB_STATESYNC_COALESCE") }
-
-func sfCoalesceShown(sync bool) string {
-	if !sync {
-		return "-"
-	}
-	return cmp.Or(sfCoalesce(), "default")
-}
 
 // sfSyncCost opens sfCostRate connections/s (each connects, then closes:
 // conntrack's new and destroy events, the FTFW traffic that matters) and
@@ -109,10 +96,18 @@ func sfSyncCost(t *testing.T, c sfCase, client *netns.NS, dst string, gws []*sfG
 		} else {
 			roles.backup = max(roles.backup, e+k)
 		}
-		t.Logf("MEASURED statesync-cost gateways=%d method=%s family=%s sync=%s gateway=%s role=%s new_conns=%s window_s=%.1f failed=%d edgelb_pct_core=%.2f conntrackd_pct_core=%.2f total_pct_core=%.2f idle_total_pct_core=%.2f added_pct_core=%.2f (goal < %.0f%% on sync=on minus sync=off; coalesce %s; load %s)",
-			c.gateways, c.method, c.family(), onOff(c.sync), g.name, role, sync, el.Seconds(), failed.Load(), e, k, e+k, idle, e+k-idle, sfCostGoal, sfCoalesceShown(c.sync), netns.Loadavg())
+		t.Logf("MEASURED statesync-cost gateways=%d method=%s family=%s sync=%s gateway=%s role=%s new_conns=%s window_s=%.1f failed=%d edgelb_pct_core=%.2f conntrackd_pct_core=%.2f total_pct_core=%.2f idle_total_pct_core=%.2f added_pct_core=%.2f (goal < %.0f%% on sync=on minus sync=off; load %s)",
+			c.gateways, c.method, c.family(), onOff(c.sync), g.name, role, sync, el.Seconds(), failed.Load(), e, k, e+k, idle, e+k-idle, sfCostGoal, netns.Loadavg())
 	}
 	t.Logf("MEASURED statesync-cost gateways=%d method=%s family=%s sync=%s worst_total_pct_core=%.2f", c.gateways, c.method, c.family(), onOff(c.sync), worst)
+	// A window without one owner, or whose load did not get through, is
+	// no measurement (seen once at load ~35: no single owner of the VIP and
+	// the source address, 19,999 of 20,000 connections failed, and a pair
+	// "added" -2.75 %); it must not enter the medians as one.
+	if owner == nil || failed.Load()*100 > opened.Load()+failed.Load() {
+		t.Errorf("the cost window is no measurement: owner %v, %d of %d connections failed", owner != nil, failed.Load(), opened.Load()+failed.Load())
+		return
+	}
 	sfCostPair(t, c, roles)
 }
 

@@ -138,6 +138,8 @@ func containsAddr(body []byte, a netip.Addr) bool {
 
 type churnStats struct {
 	ops, acked, refused, unknown int
+	lat                          []time.Duration // every write's, answered or not
+	at                           []time.Time     // when each was sent
 }
 
 // outcome is what the clients know about one name: its last acknowledged
@@ -149,8 +151,25 @@ type outcome struct {
 }
 
 func runChurn(t *testing.T, l *lab, dur time.Duration) (int, int, churnStats) {
-	const perGateway = 20
-	pace := 400 * time.Millisecond
+	return runWriters(t, l, writers{dur: dur, perGateway: 20, pace: 400 * time.Millisecond, prefix: "c"})
+}
+
+// writers: perGateway clients on each gateway, each sending a write (a
+// create or a delete of one of its own, at random) every pace for dur;
+// names start with prefix.
+type writers struct {
+	dur        time.Duration
+	perGateway int
+	pace       time.Duration
+	prefix     string
+}
+
+// runWriters runs the writers, then checks: no address twice in any view
+// (sampled each second) or at the end, every acknowledged write kept,
+// kernels equal to the store. It returns the duplicates, the lost writes
+// and the counts.
+func runWriters(t *testing.T, l *lab, wr writers) (int, int, churnStats) {
+	perGateway, pace, dur := wr.perGateway, wr.pace, wr.dur
 	var mu sync.Mutex
 	known := map[string]*outcome{}
 	var st churnStats
@@ -169,11 +188,12 @@ func runChurn(t *testing.T, l *lab, dur time.Duration) (int, int, churnStats) {
 				for time.Now().Before(stop) {
 					t0 := time.Now()
 					if len(live) == 0 || r.IntN(2) == 0 {
-						name := fmt.Sprintf("c%d-%d-%d", g, id, seq)
+						name := fmt.Sprintf("%s%d-%d-%d", wr.prefix, g, id, seq)
 						seq++
 						code, vip, err := cl.put(name)
 						mu.Lock()
 						st.ops++
+						st.lat, st.at = append(st.lat, time.Since(t0)), append(st.at, t0)
 						switch {
 						case err == nil:
 							st.acked++
@@ -196,6 +216,7 @@ func runChurn(t *testing.T, l *lab, dur time.Duration) (int, int, churnStats) {
 						code, _, _, err := cl.do(http.MethodDelete, "/api/v1/services/"+name, "")
 						mu.Lock()
 						st.ops++
+						st.lat, st.at = append(st.lat, time.Since(t0)), append(st.at, t0)
 						switch {
 						case err == nil && code/100 == 2:
 							st.acked++

@@ -37,6 +37,9 @@ type Config struct {
 	Log        Log
 	// StateSync copies connection state to the other gateways (stateSync.go).
 	StateSync StateSync
+
+	// wroteVIP[i]: services[i] wrote its VIP as vip: (errors name "vip").
+	wroteVIP []bool
 }
 
 // Secret is a string that prints as [redacted] (%v, %s, %+v, JSON), so a
@@ -191,15 +194,38 @@ type Dataplane struct {
 // API is the REST API and web page.
 type API struct {
 	Listen netip.AddrPort
-	// TokenFile and Token: writes need "Authorization: Bearer <Token>".
-	// An empty Token (no tokenFile) means writes are refused.
+	// TokenFile and Token: the single write token of configs before named
+	// tokens (api.tokenFile); the API knows it as a write token named
+	// "default". With no write token at all, writes are refused.
 	TokenFile string
 	Token     Secret
+	// Tokens are the named credentials (api.tokens): role read reads, role
+	// write reads and writes. The name is what the audit trail records.
+	Tokens []APIToken
+	// AnonymousReads serves reads without a token when Listen is beyond
+	// loopback (on loopback reads never need one).
+	AnonymousReads bool
 	// TLS is nil for plain HTTP.
 	TLS *TLS
 	// LiveFlows: when the live view follows conntrack events.
 	LiveFlows LiveFlows
 }
+
+// APIToken is one named API credential.
+type APIToken struct {
+	Name   string
+	File   string
+	Secret Secret
+	Role   TokenRole
+}
+
+// TokenRole is what a token may do.
+type TokenRole string
+
+const (
+	RoleRead  TokenRole = "read"
+	RoleWrite TokenRole = "write"
+)
 
 // LiveFlows says when the web UI follows conntrack events. Any listener
 // makes the kernel build an event for every connection through the host,
@@ -313,7 +339,7 @@ const (
 	DefaultHoldTime          = 90 * time.Second
 	DefaultBFDInterval       = 300 * time.Millisecond
 	DefaultBFDMultiplier     = 3
-	DefaultAffinityTimeout   = 3 * time.Hour
+	DefaultAffinityTimeout   = lb.DefaultAffinityTimeout
 	MaxAffinityTimeout       = 24 * time.Hour
 	DefaultCheckInterval     = lb.DefaultCheckInterval
 	DefaultCheckTimeout      = lb.DefaultCheckTimeout

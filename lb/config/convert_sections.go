@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/edgelb/edgelb/lb"
 	"github.com/edgelb/edgelb/proxy"
 	"github.com/edgelb/edgelb/proxy/hostcheck"
 )
@@ -207,6 +208,8 @@ func convertAPI(r *rawAPI, e env, c *collector) API {
 		a.TokenFile, s = e.secretFile(c, "api.tokenFile", r.TokenFile)
 		a.Token = Secret(s)
 	}
+	a.AnonymousReads = r.AnonymousReads
+	a.Tokens = convertTokens(r, e, c)
 	if t := r.TLS; t != nil {
 		a.TLS = convertTLS(t, e, c)
 	}
@@ -219,6 +222,69 @@ func convertAPI(r *rawAPI, e env, c *collector) API {
 		c.add("api.liveFlows", r.LiveFlows, "want %q or %q", LiveFlowsOnDemand, LiveFlowsAlways)
 	}
 	return a
+}
+
+// convertTokens reads api.tokens: each a unique name, a file holding the
+// secret (read like tokenFile: trimmed, empty refused), a role; no two
+// tokens with the same secret (the audit trail could not tell them apart).
+func convertTokens(r *rawAPI, e env, c *collector) []APIToken {
+	var out []APIToken
+	names := map[string]int{}
+	secrets := map[Secret]string{}
+	if r.TokenFile != "" {
+		names["default"] = -1
+	}
+	for i, t := range r.Tokens {
+		f := fmt.Sprintf("api.tokens[%d]", i)
+		tok := APIToken{Name: t.Name, Role: TokenRole(t.Role)}
+		switch {
+		case t.Name == "":
+			c.add(f+".name", "", "required (the identity the audit trail records)")
+		case !tokenName(t.Name):
+			c.add(f+".name", t.Name, "want letters, digits, '.', '_', '-' (at most 63)")
+		default:
+			if j, dup := names[t.Name]; dup {
+				if j < 0 {
+					c.add(f+".name", t.Name, "taken by api.tokenFile's token (named \"default\")")
+				} else {
+					c.add(f+".name", t.Name, "used twice (also api.tokens[%d])", j)
+				}
+			}
+			names[t.Name] = i
+		}
+		switch tok.Role {
+		case RoleRead, RoleWrite:
+		default:
+			c.add(f+".role", t.Role, "want read or write")
+		}
+		if t.File == "" {
+			c.add(f+".file", "", "required (a file holding the token)")
+		} else {
+			var s string
+			tok.File, s = e.secretFile(c, f+".file", t.File)
+			tok.Secret = Secret(s)
+			if other, dup := secrets[tok.Secret]; dup && s != "" {
+				c.add(f+".file", t.File, "holds the same token as %s", other)
+			}
+			if s != "" {
+				secrets[tok.Secret] = f
+			}
+		}
+		out = append(out, tok)
+	}
+	return out
+}
+
+func tokenName(s string) bool {
+	if len(s) > 63 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 func convertTLS(r *rawTLS, e env, c *collector) *TLS {
@@ -295,8 +361,8 @@ func convertKubernetes(r *rawKubernetes, e env, snat bool, c *collector) Kuberne
 	}
 	if h := r.NodeHealthCheck; h != nil {
 		// The per-service check's parsing and defaults, restricted to TCP.
-		k.NodeHealthCheck = convertHealthCheck(&rawHealthCheck{Type: "tcp", Interval: h.Interval, Timeout: h.Timeout,
-			Rise: h.Rise, Fall: h.Fall}, "kubernetes.nodeHealthCheck", c)
+		k.NodeHealthCheck = lb.ConvertHealthCheck(&c.Collector, "kubernetes.nodeHealthCheck", &lb.HealthCheckInput{Type: "tcp",
+			Interval: h.Interval, Timeout: h.Timeout, Rise: h.Rise, Fall: h.Fall})
 	}
 	return k
 }

@@ -23,14 +23,14 @@ func TestErrors(t *testing.T) {
 		{"top level list", "- a\n- b\n", []want{{"config", "want a mapping of sections"}}},
 		{"unknown section", "pool: []\n", []want{{"pool", `unknown field (did you mean "pools"?)`}}},
 		{"unknown field case", pool + "services: [{name: a, ports: [{Port: 80}]}]\n", []want{{"services[0].ports[0].Port", `did you mean "port"?`}}},
-		{"unknown field far", "api: {colour: red}\n", []want{{"api.colour", "known fields: listen, tokenFile, tls"}}},
-		{"section not a map", "dataplane: nftables\n", []want{{"dataplane", `"nftables": want a mapping`}}},
-		{"list not a list", pool + "services: [{name: a, ports: {port: 80}}]\n", []want{{"services[0].ports", "want a list, got a mapping"}}},
+		{"unknown field far", "api: {colour: red}\n", []want{{"api.colour", "known fields: listen, tokenFile, tokens, anonymousReads, tls"}}},
+		{"section not a map", "dataplane: nftables\n", []want{{"dataplane", `"nftables": want an object, got a string`}}},
+		{"list not a list", pool + "services: [{name: a, ports: {port: 80}}]\n", []want{{"services[0].ports", "want an array, got an object"}}},
 		{"string for int", pool + "services: [{name: a, ports: [{port: eighty}]}]\n", []want{{"services[0].ports[0].port", `"eighty": want an integer, got a string`}}},
 		{"float for int", pool + "services: [{name: a, ports: [{port: 80.5}]}]\n", []want{{"services[0].ports[0].port", `"80.5": want an integer`}}},
 		{"int for string", "announce: {l2: {interface: 0}}\n", []want{{"announce.l2.interface", `"0": want a string, got a number (quote the value)`}}},
-		{"bool for string", "dataplane: {snat: maybe}\n", []want{{"dataplane.snat", `"maybe": want true or false`}}},
-		{"number for duration", "dataplane: {drainTimeout: 30}\n", []want{{"dataplane.drainTimeout", `"30": want a duration with a unit`}}},
+		{"bool for string", "dataplane: {snat: maybe}\n", []want{{"dataplane.snat", `"maybe": want true or false, got a string`}}},
+		{"number for duration", "dataplane: {drainTimeout: 30}\n", []want{{"dataplane.drainTimeout", `"30": want a string, got a number (quote the value)`}}},
 		{"bad duration", "dataplane: {resyncInterval: 5 minutes}\n", []want{{"dataplane.resyncInterval", `"5 minutes": want a duration`}}},
 		{"negative duration", "dataplane: {drainTimeout: -5s}\n", []want{{"dataplane.drainTimeout", `"-5s": must not be negative`}}},
 		{"huge int", pool + "services: [{name: a, ports: [{port: 99999999999999999999999}]}]\n", []want{{"services[0].ports[0].port", "want an integer"}}},
@@ -45,7 +45,7 @@ func TestErrors(t *testing.T) {
   - {name: b, addresses: ["192.0.2.100-192.0.2.120"]}
 `, []want{{"pools[1].addresses[0]", `"192.0.2.100-192.0.2.120": overlaps "192.0.2.0/25" of pool "a"`}}},
 		{"overlap inside a pool", `pools: [{name: a, addresses: ["192.0.2.0/24", "192.0.2.7"]}]`,
-			[]want{{"pools[0].addresses[1]", `"192.0.2.7": overlaps "192.0.2.0/24" of addresses[0] of the same pool`}}},
+			[]want{{"pools[0].addresses[1]", `"192.0.2.7": overlaps "192.0.2.0/24" of the same pool (addresses[0])`}}},
 		{"ipv6 overlap", `pools:
   - {name: a, addresses: ["2001:db8::/64"]}
   - {name: b, addresses: ["2001:db8::10-2001:db8::20"]}
@@ -101,11 +101,11 @@ services: [{name: s, pool: a, families: [IPv4, IPv6], ports: [{port: 80}]}]`, []
 		{"duplicate vip port proto", pool + `services:
   - {name: a, vip: 192.0.2.1, ports: [{port: 80}]}
   - {name: b, vip: 192.0.2.1, sharingKey: k, ports: [{port: 80}]}
-`, []want{{"services[1].ports[0].port", `"192.0.2.1:80/TCP": VIP:port/protocol already used by service "a" (services[0].ports[0])`}}},
+`, []want{{"services[1].vip", `"192.0.2.1": VIP is also service "a"'s (services[0])`}}},
 		{"duplicate even with sharing key", pool + `services:
   - {name: a, vip: 192.0.2.1, sharingKey: k, ports: [{port: 53, protocol: UDP}]}
   - {name: b, vip: 192.0.2.1, sharingKey: k, ports: [{port: 53, protocol: UDP}]}
-`, []want{{"services[1].ports[0].port", `"192.0.2.1:53/UDP": VIP:port/protocol already used by service "a"`}}},
+`, []want{{"services[1].vip", `"192.0.2.1": VIP:port/protocol 192.0.2.1:53/UDP already used by service "a" (services[0].ports[0])`}}},
 		{"shared vip without key", pool + `services:
   - {name: a, vip: 192.0.2.1, ports: [{port: 80}]}
   - {name: b, vip: 192.0.2.1, ports: [{port: 443}]}
@@ -150,7 +150,7 @@ services: [{name: s, pool: a, families: [IPv4, IPv6], ports: [{port: 80}]}]`, []
 		{"dr with node port", pool + "services: [{name: a, method: dr, ports: [{port: 80, nodePort: 30080}]}]\n",
 			[]want{{"services[0].ports[0].nodePort", `"30080": method dr cannot serve node ports`}}},
 		{"dr on nftables", pool + "dataplane: {mode: nftables}\nservices: [{name: a, method: dr, ports: [{port: 80}]}]\n",
-			[]want{{"services[0].method", `"dr": needs the IPVS dataplane, but dataplane.mode is nftables`}}},
+			[]want{{"services[0].method", `"dr": needs the IPVS dataplane: this dataplane can do only [nat nat-nosnat]`}}},
 		{"tunnel on nftables", pool + "dataplane: {mode: nftables}\nservices: [{name: a, method: tunnel, ports: [{port: 80}]}]\n",
 			[]want{{"services[0].method", `"tunnel": needs the IPVS dataplane`}}},
 

@@ -6,13 +6,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"time"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/edgelb/edgelb/lb"
+	"github.com/edgelb/edgelb/proxy"
 )
 
 // MaxSize bounds a config file (and any file it points at): 32 MiB holds
@@ -108,30 +111,30 @@ func parse(data []byte, e env) (*Config, error) {
 		c.add("yaml", "", "config larger than %d MiB (lb/config MaxSize)", MaxSize>>20)
 		return nil, c.err("")
 	}
-	if len(data) >= splitMin {
-		if cfg, ok, err := parseSplit(data, e); ok {
-			return cfg, err
-		}
-	}
-	return parseWhole(data, e)
-}
-
-// parseWhole parses the document in one piece.
-func parseWhole(data []byte, e env) (*Config, error) {
-	var c collector
-	v, err := decodeYAML(data)
+	// YAML 1.1 as Kubernetes reads it (go-yaml v2: `on`/`yes` are
+	// booleans, `0x1F` is 31; duplicate keys refused), then the strict JSON
+	// decoder REST bodies go through: unknown fields and wrong types are
+	// errors naming their path.
+	js, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
 		c.addErr("yaml", "", errors.New(yamlMessage(err)))
 		return nil, c.err("")
 	}
 	var raw rawConfig
-	switch v.(type) {
-	case nil: // an empty file is a valid config of defaults
-	case map[string]any:
-		decodeValue(v, reflect.ValueOf(&raw).Elem(), &fieldPath{}, &c)
-	default:
-		c.add("config", render(v), "want a mapping of sections (pools:, services:, ...) at the top level, got %s", kindOf(v))
+	switch t := bytes.TrimSpace(js); {
+	case len(t) == 0 || string(t) == "null": // an empty file is a valid config of defaults
+	case t[0] != '{':
+		c.add("config", shorten(string(t)), "want a mapping of sections (pools:, services:, ...) at the top level")
 		return nil, c.err("")
+	default:
+		if err := lb.DecodeStrict(js, &raw); err != nil {
+			if fe, ok := err.(*lb.FieldError); ok {
+				c.addErr(fe.Field, fe.Value, fe.Err)
+			} else {
+				c.addErr("yaml", "", err)
+			}
+			return nil, c.err("")
+		}
 	}
 	cfg := convert(&raw, e, &c)
 	cfg.validate(&c)
@@ -139,6 +142,13 @@ func parseWhole(data []byte, e env) (*Config, error) {
 		return nil, err
 	}
 	return cfg, nil
+}
+
+func shorten(s string) string {
+	if len(s) > 80 {
+		return s[:77] + "..."
+	}
+	return s
 }
 
 // yamlMessage drops the prefixes go-yaml (and sigs.k8s.io/yaml) add.
@@ -156,10 +166,19 @@ func convert(r *rawConfig, e env, c *collector) *Config {
 	// The dataplane first: its snat default decides services' default method.
 	cfg.Dataplane = convertDataplane(&r.Dataplane, c)
 	for i := range r.Pools {
-		cfg.Pools = append(cfg.Pools, convertPool(&r.Pools[i], index("pools", i), c))
+		cfg.Pools = append(cfg.Pools, lb.ConvertPool(&c.Collector, index("pools", i), &r.Pools[i]))
+	}
+	method := proxy.NAT
+	if !cfg.Dataplane.SNAT {
+		method = proxy.NATNoSNAT
+	}
+	if len(r.Services) > 0 {
+		cfg.Services = make([]lb.ServiceSpec, 0, len(r.Services))
+		cfg.wroteVIP = make([]bool, len(r.Services))
 	}
 	for i := range r.Services {
-		cfg.Services = append(cfg.Services, convertService(&r.Services[i], index("services", i), cfg.Dataplane.SNAT, c))
+		cfg.Services = append(cfg.Services, lb.ConvertService(&c.Collector, index("services", i), &r.Services[i], method))
+		cfg.wroteVIP[i] = r.Services[i].VIP != ""
 	}
 	cfg.Announce = convertAnnounce(&r.Announce, e, c)
 	cfg.API = convertAPI(&r.API, e, c)
@@ -206,16 +225,30 @@ func parseDuration(c *collector, field string, d duration, def time.Duration) ti
 	if d == "" {
 		return def
 	}
-	v, err := time.ParseDuration(string(d))
+	v, err := time.ParseDuration(d)
 	if err != nil {
-		c.add(field, string(d), "want a duration like \"10s\", \"500ms\" or \"3h\"")
+		c.add(field, d, "want a duration like \"10s\", \"500ms\" or \"3h\"")
 		return def
 	}
 	if v < 0 {
-		c.add(field, string(d), "must not be negative")
+		c.add(field, d, "must not be negative")
 		return def
 	}
 	return v
+}
+
+// parseAddr parses one IP address (no zone, IPv4-mapped IPv6 unmapped).
+func parseAddr(c *collector, field, s string) (netip.Addr, bool) {
+	a, err := netip.ParseAddr(strings.TrimSpace(s))
+	if err != nil {
+		c.add(field, s, "not an IP address")
+		return netip.Addr{}, false
+	}
+	if a.Zone() != "" {
+		c.add(field, s, "zones are not allowed")
+		return netip.Addr{}, false
+	}
+	return a.Unmap(), true
 }
 
 // intIn range-checks an integer, reporting and clamping to lo when outside.

@@ -1,87 +1,26 @@
 package config
 
+import "github.com/edgelb/edgelb/lb"
+
 // The raw structs mirror the YAML exactly; their json tags are the field
 // names users write. They hold strings for everything that needs parsing
 // (addresses, durations, enums) so that a bad value is reported with its
 // path by our own code, and pointers where "absent" differs from "zero".
-// Nothing outside this package sees them: Parse returns typed values.
+// Pools, services and BGP peers are lb's input schema (lb/spec.go), the
+// same structs REST bodies, IPPool specs and `edgelb migrate` use. Nothing
+// outside this package sees the rest: Parse returns typed values.
 
 type rawConfig struct {
-	Pools      []rawPool     `json:"pools"`
-	Services   []rawService  `json:"services"`
-	Announce   rawAnnounce   `json:"announce"`
-	Dataplane  rawDataplane  `json:"dataplane"`
-	API        rawAPI        `json:"api"`
-	Kubernetes rawKubernetes `json:"kubernetes"`
-	State      rawState      `json:"state"`
-	Health     rawHealth     `json:"health"`
-	Log        rawLog        `json:"log"`
-	StateSync  rawStateSync  `json:"stateSync"`
-}
-
-type rawPool struct {
-	Name          string           `json:"name"`
-	Addresses     []string         `json:"addresses"`
-	AutoAssign    *bool            `json:"autoAssign"`
-	AvoidBuggyIPs bool             `json:"avoidBuggyIPs"`
-	Advertisement rawAdvertisement `json:"advertisement"`
-	// ServiceAllocation: priority only in a file (standalone services have
-	// no namespace or labels; lb.ValidateStandaloneAllocation says so).
-	ServiceAllocation *rawServiceAllocation `json:"serviceAllocation"`
-}
-
-type rawAdvertisement struct {
-	Communities       []string `json:"communities"`
-	LargeCommunities  []string `json:"largeCommunities"`
-	LocalPref         int64    `json:"localPref"`
-	AggregationLength int      `json:"aggregationLength"`
-}
-
-type rawService struct {
-	Name        string          `json:"name"`
-	VIP         string          `json:"vip"`
-	VIPs        []string        `json:"vips"`
-	Families    []string        `json:"families"`
-	Pool        string          `json:"pool"`
-	SharingKey  string          `json:"sharingKey"`
-	Ports       []rawPort       `json:"ports"`
-	Backends    []rawBackend    `json:"backends"`
-	Scheduler   string          `json:"scheduler"`
-	Affinity    *rawAffinity    `json:"affinity"`
-	Method      string          `json:"method"`
-	HealthCheck *rawHealthCheck `json:"healthCheck"`
-}
-
-type rawPort struct {
-	Name       string `json:"name"`
-	Port       int64  `json:"port"`
-	Protocol   string `json:"protocol"`
-	NodePort   int64  `json:"nodePort"`
-	TargetPort int64  `json:"targetPort"`
-}
-
-type rawBackend struct {
-	Address string `json:"address"`
-	Port    int64  `json:"port"`
-	Weight  *int64 `json:"weight"`
-}
-
-type rawAffinity struct {
-	Type    string   `json:"type"`
-	Timeout duration `json:"timeout"`
-}
-
-type rawHealthCheck struct {
-	Type         string   `json:"type"`
-	URL          string   `json:"url"`
-	Path         string   `json:"path"`
-	Host         string   `json:"host"`
-	Port         int64    `json:"port"`
-	ExpectStatus int64    `json:"expectStatus"`
-	Interval     duration `json:"interval"`
-	Timeout      duration `json:"timeout"`
-	Rise         *int64   `json:"rise"`
-	Fall         *int64   `json:"fall"`
+	Pools      []lb.PoolInput    `json:"pools"`
+	Services   []lb.ServiceInput `json:"services"`
+	Announce   rawAnnounce       `json:"announce"`
+	Dataplane  rawDataplane      `json:"dataplane"`
+	API        rawAPI            `json:"api"`
+	Kubernetes rawKubernetes     `json:"kubernetes"`
+	State      rawState          `json:"state"`
+	Health     rawHealth         `json:"health"`
+	Log        rawLog            `json:"log"`
+	StateSync  rawStateSync      `json:"stateSync"`
 }
 
 type rawAnnounce struct {
@@ -110,7 +49,7 @@ type rawConntrackd struct {
 	MulticastGroup string   `json:"multicastGroup"`
 	Port           int64    `json:"port"`
 	Binary         string   `json:"binary"`
-	Coalesce       duration `json:"coalesce"`
+	Coalesce       duration `json:"coalesce"` // refused: the gate it set is gone
 	CommitTimeout  duration `json:"commitTimeout"`
 }
 
@@ -127,34 +66,10 @@ type rawMembers struct {
 }
 
 type rawBGP struct {
-	LocalASN   int64     `json:"localASN"`
-	RouterID   string    `json:"routerID"`
-	ListenPort int64     `json:"listenPort"`
-	Peers      []rawPeer `json:"peers"`
-}
-
-type rawPeer struct {
-	Name            string   `json:"name"`
-	Address         string   `json:"address"`
-	ASN             int64    `json:"asn"`
-	Port            int64    `json:"port"`
-	SourceAddress   string   `json:"sourceAddress"`
-	MultihopTTL     int64    `json:"multihopTTL"`
-	Password        string   `json:"password"`
-	PasswordFile    string   `json:"passwordFile"`
-	HoldTime        duration `json:"holdTime"`
-	Keepalive       duration `json:"keepalive"`
-	Passive         bool     `json:"passive"`
-	GracefulRestart bool     `json:"gracefulRestart"`
-	BFD             *rawBFD  `json:"bfd"`
-}
-
-type rawBFD struct {
-	Enabled          bool     `json:"enabled"`
-	ReceiveInterval  duration `json:"receiveInterval"`
-	TransmitInterval duration `json:"transmitInterval"`
-	Multiplier       int64    `json:"multiplier"`
-	Passive          bool     `json:"passive"`
+	LocalASN   int64          `json:"localASN"`
+	RouterID   string         `json:"routerID"`
+	ListenPort int64          `json:"listenPort"`
+	Peers      []lb.PeerInput `json:"peers"`
 }
 
 type rawDataplane struct {
@@ -170,10 +85,18 @@ type rawDataplane struct {
 }
 
 type rawAPI struct {
-	Listen    string  `json:"listen"`
-	TokenFile string  `json:"tokenFile"`
-	TLS       *rawTLS `json:"tls"`
-	LiveFlows string  `json:"liveFlows"`
+	Listen         string        `json:"listen"`
+	TokenFile      string        `json:"tokenFile"`
+	Tokens         []rawAPIToken `json:"tokens"`
+	AnonymousReads bool          `json:"anonymousReads"`
+	TLS            *rawTLS       `json:"tls"`
+	LiveFlows      string        `json:"liveFlows"`
+}
+
+type rawAPIToken struct {
+	Name string `json:"name"`
+	File string `json:"file"`
+	Role string `json:"role"`
 }
 
 type rawTLS struct {
@@ -225,6 +148,5 @@ type rawLog struct {
 	Format string `json:"format"`
 }
 
-// duration is a Go duration string ("500ms", "3h"); a separate type so the
-// decoder can say "want a duration" when it meets a bare number.
-type duration string
+// duration is a Go duration string ("500ms", "3h").
+type duration = string

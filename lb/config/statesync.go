@@ -43,10 +43,6 @@ type Conntrackd struct {
 	onePeer bool
 	// Binary is the conntrackd executable.
 	Binary string
-	// Coalesce is how long conntrackd is held between rounds under load so
-	// that one round sends an interval's conntrack events in a few
-	// datagrams (statesync.Options.Coalesce); 0 = a round per event.
-	Coalesce time.Duration
 	// CommitTimeout is how long a connection entry committed at a takeover
 	// lives unless a packet refreshes it (statesync.Options.CommitTimeout);
 	// 0 = conntrackd's own estimate.
@@ -57,24 +53,6 @@ type Conntrackd struct {
 const (
 	DefaultConntrackdPort   = 3780
 	DefaultConntrackdBinary = "/usr/sbin/conntrackd"
-	// DefaultConntrackdCoalesce: the owner's CPU a third to a half of what
-	// it is with it off at 1,000 new connections/s (make bench, statesync
-	// rows). 200 ms and not
-	// 100: with three gateways the owner paid ~0.7 % of a core more at 100 ms
-	// (two conntrackd stopped and continued twice as often, and edgelb's
-	// wake-ups to do it), which put the sync at the 5 % instead of
-	// under it (proxy/statesync/README.md). The price is the window of new
-	// connections a dying owner has not sent yet: still below the L2
-	// failover's detection, and a tenth of the IPVS sync daemon's (a buffer
-	// at most 2 s old).
-	DefaultConntrackdCoalesce = 200 * time.Millisecond
-	// MinConntrackdCoalesce and MaxConntrackdCoalesce bound it: shorter, the
-	// gate's own wake-ups cost more than the batching saves; longer, the
-	// connections opened in a dying gateway's last interval grow, and the
-	// events queued meanwhile outgrow conntrackd's netlink buffer sooner
-	// (8 MiB: ~13,000 events/s at 500 ms).
-	MinConntrackdCoalesce = 10 * time.Millisecond
-	MaxConntrackdCoalesce = 500 * time.Millisecond
 	// DefaultConntrackdCommitTimeout: three hours (statesync.DefaultCommitTimeout
 	// says why: without it the connections a dead owner had just closed
 	// live on for 5 days on the new owner; three hours outlast Linux's
@@ -135,7 +113,12 @@ func convertStateSync(r *rawStateSync, c *collector) StateSync {
 	if rc.Binary != "" {
 		ct.Binary = rc.Binary
 	}
-	ct.Coalesce = parseDuration(c, path+".coalesce", rc.Coalesce, DefaultConntrackdCoalesce)
+	if rc.Coalesce != "" {
+		// Refused, not ignored, as multicastGroup: a knob that no longer
+		// does anything must not look as if it did. edgelb check names it
+		// before an upgrade.
+		c.add(path+".coalesce", string(rc.Coalesce), "is no longer supported: edgelb no longer holds conntrackd stopped between rounds (it lost the connections a dying gateway opened in its last interval); remove the line")
+	}
 	ct.CommitTimeout = parseDuration(c, path+".commitTimeout", rc.CommitTimeout, DefaultConntrackdCommitTimeout)
 	s.Conntrackd = ct
 	return s
@@ -162,9 +145,6 @@ func (c *Config) validateStateSync(col *collector) {
 	}
 	if ct.Binary == "" {
 		col.add(path+".binary", "", "required")
-	}
-	if ct.Coalesce != 0 && (ct.Coalesce < MinConntrackdCoalesce || ct.Coalesce > MaxConntrackdCoalesce) {
-		col.add(path+".coalesce", ct.Coalesce.String(), "want 0s (off) or %s to %s: shorter costs more than it saves, longer loses the connections of a dying gateway's last interval", MinConntrackdCoalesce, MaxConntrackdCoalesce)
 	}
 	if d := ct.CommitTimeout; d != 0 && (d < MinConntrackdCommitTimeout || d > MaxConntrackdCommitTimeout) {
 		col.add(path+".commitTimeout", d.String(), "want 0s (conntrackd's own estimate: 5 days for the connections a dead owner had just closed) or %s to %s: shorter, a connection quiet for a moment after a takeover loses its state", MinConntrackdCommitTimeout, MaxConntrackdCommitTimeout)

@@ -23,7 +23,7 @@ stateSync:
 `, nil)
 	ct := cfg.StateSync.Conntrackd
 	if ct == nil || ct.Interface != "eth2" || len(ct.Peers) != 1 || ct.Peers[0] != netip.MustParseAddr("10.0.0.2") || ct.Port != DefaultConntrackdPort ||
-		ct.Binary != DefaultConntrackdBinary || ct.Address.IsValid() || ct.Coalesce != DefaultConntrackdCoalesce ||
+		ct.Binary != DefaultConntrackdBinary || ct.Address.IsValid() ||
 		ct.CommitTimeout != 3*time.Hour {
 		t.Fatalf("conntrackd = %+v", ct)
 	}
@@ -34,12 +34,6 @@ stateSync:
 	cfg = mustParse(t, pool+stateSyncL2+"stateSync: {conntrackd: {interface: eth2, peers: [10.0.0.2, 10.0.0.3], port: 3800, address: 10.0.0.1}}\n", nil)
 	if ct := cfg.StateSync.Conntrackd; len(ct.Peers) != 2 || ct.Peers[1] != netip.MustParseAddr("10.0.0.3") || ct.Port != 3800 {
 		t.Fatalf("conntrackd = %+v", ct)
-	}
-	for in, want := range map[string]time.Duration{"0s": 0, "10ms": 10 * time.Millisecond, "250ms": 250 * time.Millisecond, "500ms": 500 * time.Millisecond} {
-		cfg = mustParse(t, pool+stateSyncL2+"stateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2, coalesce: "+in+"}}\n", nil)
-		if got := cfg.StateSync.Conntrackd.Coalesce; got != want {
-			t.Errorf("coalesce %s parsed as %v", in, got)
-		}
 	}
 	for in, want := range map[string]time.Duration{"0s": 0, "10s": 10 * time.Second, "15m": 15 * time.Minute, "120h": 120 * time.Hour} {
 		cfg = mustParse(t, pool+stateSyncL2+"stateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2, commitTimeout: "+in+"}}\n", nil)
@@ -62,14 +56,10 @@ func TestStateSyncErrors(t *testing.T) {
 			[]want{{"stateSync.conntrackd.peers", "required: the other gateways' addresses"}}},
 		{"peer and peers", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2, peers: [10.0.0.3]}}\n",
 			[]want{{"stateSync.conntrackd.peer", `"10.0.0.2": set peer (two gateways) or peers, not both`}}},
-		{"coalesce too long", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2, coalesce: 501ms}}\n",
-			[]want{{"stateSync.conntrackd.coalesce", `"501ms": want 0s (off) or 10ms to 500ms`}}},
-		{"coalesce too short", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2, coalesce: 1ms}}\n",
-			[]want{{"stateSync.conntrackd.coalesce", `"1ms": want 0s (off) or 10ms to 500ms`}}},
-		{"coalesce not a duration", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2, coalesce: fast}}\n",
-			[]want{{"stateSync.conntrackd.coalesce", `"fast": want a duration`}}},
-		{"coalesce negative", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2, coalesce: -1s}}\n",
-			[]want{{"stateSync.conntrackd.coalesce", `"-1s": must not be negative`}}},
+		{"coalesce refused", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2, coalesce: 200ms}}\n",
+			[]want{{"stateSync.conntrackd.coalesce", `"200ms": is no longer supported: edgelb no longer holds conntrackd stopped`}}},
+		{"coalesce 0s refused too", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2, coalesce: 0s}}\n",
+			[]want{{"stateSync.conntrackd.coalesce", `"0s": is no longer supported`}}},
 		{"commitTimeout too short", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2, commitTimeout: 9s}}\n",
 			[]want{{"stateSync.conntrackd.commitTimeout", `"9s": want 0s (conntrackd's own estimate`}}},
 		{"commitTimeout too long", stateSyncL2 + "stateSync: {conntrackd: {interface: eth2, peer: 10.0.0.2, commitTimeout: 121h}}\n",

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgelb/edgelb/lb"
 	"github.com/edgelb/edgelb/proxy"
 )
 
@@ -269,7 +270,7 @@ func (c *Config) validateKubernetes(col *collector) {
 		if h.Type != "tcp" {
 			col.add("kubernetes.nodeHealthCheck.type", h.Type, "node checks are TCP connects")
 		}
-		validateHealth(col, "kubernetes.nodeHealthCheck", h)
+		lb.CheckHealth(&col.Collector, "kubernetes.nodeHealthCheck", h)
 	}
 }
 

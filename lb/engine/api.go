@@ -27,7 +27,7 @@ func (e *Engine) serviceStatus(name string) lb.ServiceStatus { return e.current(
 // CreatePool adds a pool (origin api). It refuses a name in use and ranges
 // overlapping another pool (*lb.ConflictError quoting both ranges).
 func (e *Engine) CreatePool(ctx context.Context, p lb.Pool) (out lb.PoolStatus, err error) {
-	err = e.do(ctx, func() error {
+	err = e.write(ctx, func() error {
 		if err := lb.ValidateStandalonePool(&p); err != nil {
 			return err
 		}
@@ -49,7 +49,7 @@ func (e *Engine) CreatePool(ctx context.Context, p lb.Pool) (out lb.PoolStatus, 
 // and dropping an address that is assigned. A config-file pool is refused
 // (409 naming the file, see configorigin.go).
 func (e *Engine) UpdatePool(ctx context.Context, p lb.Pool) (out lb.PoolStatus, err error) {
-	err = e.do(ctx, func() error {
+	err = e.write(ctx, func() error {
 		if err := lb.ValidateStandalonePool(&p); err != nil {
 			return err
 		}
@@ -73,7 +73,7 @@ func (e *Engine) UpdatePool(ctx context.Context, p lb.Pool) (out lb.PoolStatus, 
 
 // DeletePool removes a pool; it refuses while any of its addresses is assigned.
 func (e *Engine) DeletePool(ctx context.Context, name string) error {
-	return e.do(ctx, func() error {
+	return e.write(ctx, func() error {
 		old, ok := e.pools[name]
 		if !ok {
 			return notFound("pool", name)
@@ -117,7 +117,7 @@ func (e *Engine) usersOf(pool string) string {
 // load of N services stays O(N).
 func (e *Engine) validation(pools map[string]store.Pool, svcs map[string]*service) lb.ValidateOptions {
 	o := lb.ValidateOptions{NodePortRange: e.opts.NodePortRange, Pools: []lb.Pool{}, NodePorts: map[lb.PortProto]string{},
-		VIPs: map[netip.Addr]string{}}
+		VIPs: map[netip.Addr]string{}, Methods: e.opts.Methods}
 	for _, n := range store.Names(pools) {
 		o.Pools = append(o.Pools, pools[n].Pool)
 	}
@@ -144,11 +144,6 @@ func (e *Engine) validate(spec *lb.ServiceSpec, o lb.ValidateOptions) error {
 	lb.NormalizeService(spec)
 	if err := lb.ValidateService(spec, o); err != nil {
 		return err
-	}
-	if e.opts.Methods != nil && !slices.Contains(e.opts.Methods, spec.Method) {
-		return &lb.FieldError{Field: "method", Value: string(spec.Method),
-			Err: fmt.Errorf("the running dataplane can do only %v (dr and tunnel need the IPVS dataplane; a method is never downgraded): %w",
-				e.opts.Methods, proxy.ErrUnsupported)}
 	}
 	return e.checkDataplane(spec)
 }
@@ -192,7 +187,7 @@ func (e *Engine) checkDataplane(spec *lb.ServiceSpec) error {
 // service is stored and stays pending until one frees up.
 func (e *Engine) PutService(ctx context.Context, spec lb.ServiceSpec) (out lb.ServiceStatus, created bool, err error) {
 	spec = store.CloneSpec(spec)
-	err = e.do(ctx, func() error {
+	err = e.write(ctx, func() error {
 		origin := store.OriginAPI
 		old, ok := e.svcs[spec.Name]
 		if ok {
@@ -220,7 +215,7 @@ func (e *Engine) PutService(ctx context.Context, spec lb.ServiceSpec) (out lb.Se
 // DeleteService removes a service and frees its VIPs (pending services
 // may get them at once).
 func (e *Engine) DeleteService(ctx context.Context, name string) error {
-	return e.do(ctx, func() error {
+	return e.write(ctx, func() error {
 		old, ok := e.svcs[name]
 		if !ok {
 			return notFound("service", name)

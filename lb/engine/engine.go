@@ -16,10 +16,12 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgelb/edgelb/lb"
+	"github.com/edgelb/edgelb/lb/audit"
 	"github.com/edgelb/edgelb/lb/store"
 	"github.com/edgelb/edgelb/proxy"
 )
@@ -57,6 +59,10 @@ type Options struct {
 	// ConfigFile names the config file in the 409 that refuses a REST
 	// write to a pool or service from it ("" says "the config file").
 	ConfigFile string
+	// Audit, when set, records every committed change of a pool or
+	// service made by an operation whose context carries an audit.Actor
+	// (audit.go).
+	Audit audit.Recorder
 	// Registry, when set, gets the engine's Prometheus metrics.
 	Registry prometheus.Registerer
 	// Logger; nil discards.
@@ -91,6 +97,8 @@ type Engine struct {
 	version atomic.Uint64
 	// view is what reads see (view.go): set after every operation.
 	view atomic.Pointer[view]
+	// trouble is the last store commit's failure, nil once one succeeds.
+	trouble atomic.Pointer[storeTrouble]
 
 	// Owned by the Run goroutine (and by NewEngine before Run starts).
 	st        store.Store
@@ -105,6 +113,23 @@ type Engine struct {
 	order     []string                           // sorted service names; nil: recompute
 	refused   map[string]string                  // service → why the dataplane refused it (SetRefused)
 	disagree  map[string]string                  // fleet: service → how this gateway's config file differs
+	actor     *audit.Actor                       // who asked for the operation running (audit.go)
+}
+
+type storeTrouble struct {
+	at  time.Time
+	err error
+}
+
+// StoreTrouble reports the failure of the last store commit (a full disk,
+// an I/O error), nil when the last one succeeded: /readyz detail and
+// `edgelb status` show it. Forwarding goes on either way.
+func (e *Engine) StoreTrouble() error {
+	t := e.trouble.Load()
+	if t == nil {
+		return nil
+	}
+	return fmt.Errorf("the last state store commit failed at %s: %w", t.at.UTC().Format(time.RFC3339), t.err)
 }
 
 // service is a stored service and what became of it.
@@ -114,8 +139,9 @@ type service struct {
 }
 
 type op struct {
-	f    func() error
-	done chan error
+	f     func() error
+	done  chan error
+	actor *audit.Actor
 }
 
 var _ lb.Manager = (*Engine)(nil)
@@ -168,7 +194,9 @@ func (e *Engine) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case o := <-e.ops:
+			e.actor = o.actor
 			err := e.retry(o.f)
+			e.actor = nil
 			e.publishView()
 			o.done <- err
 		case <-changed:
@@ -190,6 +218,9 @@ func (e *Engine) Run(ctx context.Context) error {
 // store, with its retries); reads do not queue (view.go).
 func (e *Engine) do(ctx context.Context, f func() error) error {
 	o := op{f: f, done: make(chan error, 1)}
+	if a, ok := audit.ActorFrom(ctx); ok {
+		o.actor = &a
+	}
 	select {
 	case e.ops <- o:
 	case <-ctx.Done():

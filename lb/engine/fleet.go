@@ -55,6 +55,33 @@ func (e *Engine) retry(f func() error) error {
 	return err
 }
 
+// write runs a REST write (do). On a lone gateway its refusals are final.
+// In a fleet, a refusal read from this gateway's own view — no such name
+// (404), a clash with what it holds (409) — may come from a view that lags
+// the store: the watch is late, or the store cannot be reached. So it is
+// confirmed: while quorum is known lost the answer is the store's
+// ErrUnavailable (503: the gateway cannot tell), else the store is read
+// again (a linearizable read) and the operation run once more on that.
+func (e *Engine) write(ctx context.Context, f func() error) error {
+	sh, ok := e.st.(store.Shared)
+	if !ok {
+		return e.do(ctx, f)
+	}
+	return e.do(ctx, func() error {
+		err := f()
+		if !errors.Is(err, lb.ErrNotFound) && !errors.Is(err, lb.ErrConflict) {
+			return err
+		}
+		if herr := sh.Health(); errors.Is(herr, store.ErrUnavailable) {
+			return fmt.Errorf("%w (this gateway's view says: %v)", herr, err)
+		}
+		if rerr := e.reload(); rerr != nil && !errors.Is(rerr, store.ErrStale) {
+			return rerr
+		}
+		return f()
+	})
+}
+
 // resync takes the shared store's state when it moved past the engine's.
 func (e *Engine) resync() error {
 	sh, ok := e.st.(store.Shared)

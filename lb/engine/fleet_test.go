@@ -174,3 +174,54 @@ func TestSharedConfigSeeds(t *testing.T) {
 		t.Fatalf("after DELETE: %v", v)
 	}
 }
+
+// deafHandle is a gateway whose store never signals a change: its view
+// lags every other gateway's commits until something makes it read.
+type deafHandle struct{ *store.SharedHandle }
+
+func (deafHandle) Changed() <-chan struct{} { return nil }
+
+// TestSharedRefusalsConfirmed (issue 35): in a fleet, a 404 or 409 read
+// from a gateway's own view is confirmed with the store. A gateway whose
+// view lags deletes (and updates) a service another gateway created, where
+// its view alone said 404; without quorum every write, DELETE of a name it
+// does not know included, is ErrUnavailable (503), never a 404 from a view
+// that cannot be confirmed; back with quorum, a name nobody has is 404.
+func TestSharedRefusalsConfirmed(t *testing.T) {
+	sm := store.NewSharedMem()
+	a := start(t, sm.Handle(), Options{Fleet: true})
+	b := start(t, deafHandle{sm.Handle()}, Options{Fleet: true})
+	if _, err := a.CreatePool(ctx, mustPool(t, "p", true, "192.0.2.0/28")); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"x", "y"} {
+		if _, _, err := a.PutService(ctx, svc(n, 80, "198.51.100.1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ss, _ := b.Services(ctx); len(ss) != 0 {
+		t.Fatalf("b's view should lag (it is never signalled): %v", ss)
+	}
+	if err := b.DeleteService(ctx, "x"); err != nil {
+		t.Fatalf("DELETE x through the lagging gateway: %v", err)
+	}
+
+	sm.SetDown(errors.New("no quorum"))
+	for what, err := range map[string]error{
+		"DELETE of a name nobody has": b.DeleteService(ctx, "nobody"),
+		"DELETE of a known service":   b.DeleteService(ctx, "y"),
+		"DELETE of a pool":            b.DeletePool(ctx, "nopool"),
+		"PUT":                         func() error { _, _, err := b.PutService(ctx, svc("z", 80, "198.51.100.1")); return err }(),
+	} {
+		if !errors.Is(err, store.ErrUnavailable) || errors.Is(err, lb.ErrNotFound) {
+			t.Errorf("%s without quorum: %v, want ErrUnavailable only", what, err)
+		}
+	}
+	sm.SetDown(nil)
+	if err := b.DeleteService(ctx, "nobody"); !errors.Is(err, lb.ErrNotFound) {
+		t.Errorf("DELETE of a name nobody has, with quorum: %v, want ErrNotFound", err)
+	}
+	if err := a.DeleteService(ctx, "y"); err != nil {
+		t.Errorf("DELETE y after recovery: %v", err)
+	}
+}

@@ -12,6 +12,9 @@ type metrics struct {
 	allocations prometheus.Counter
 	restored    prometheus.Counter
 	commits     *prometheus.CounterVec
+	// commitFailures: store commits that could not be written, by why
+	// (store.Reason: disk_full, io_error, read_only, unavailable, other).
+	commitFailures *prometheus.CounterVec
 	// Fleet (shared store): operations retried after another gateway's
 	// commit won, and full reads of the store.
 	staleRetries prometheus.Counter
@@ -34,13 +37,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "edgelb_restored_assignments_total", Help: "Stored assignments restored at start-up."}),
 		commits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "edgelb_store_commits_total", Help: "State store writes by result (ok, error)."}, []string{"result"}),
+		commitFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgelb_store_commit_failures_total",
+			Help: "State store commits that could not be written (nothing of the change applied), by reason: disk_full, io_error, read_only, unavailable, other."},
+			[]string{"reason"}),
 		staleRetries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "edgelb_store_stale_retries_total", Help: "Operations run again because another gateway committed to the shared store first."}),
 		reloads: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "edgelb_store_reloads_total", Help: "Full reads of the shared store (changes by other gateways, resyncs)."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.poolSize, m.poolUsed, m.services, m.pending, m.allocations, m.restored, m.commits,
+		reg.MustRegister(m.poolSize, m.poolUsed, m.services, m.pending, m.allocations, m.restored, m.commits, m.commitFailures,
 			m.staleRetries, m.reloads)
 	}
 	return m

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/edgelb/edgelb/lb"
 	"github.com/edgelb/edgelb/lb/store"
@@ -185,9 +186,17 @@ func (t *txn) commit() error {
 	if !ch.Empty() {
 		if err := t.e.st.Commit(ch); err != nil {
 			t.e.met.commits.WithLabelValues("error").Inc()
+			if r := store.FailureReason(err); r != "" {
+				t.e.met.commitFailures.WithLabelValues(string(r)).Inc()
+				t.e.trouble.Store(&storeTrouble{at: time.Now(), err: err})
+			}
 			return fmt.Errorf("save the change: %w", err)
 		}
 		t.e.met.commits.WithLabelValues("ok").Inc()
+		t.e.trouble.Store(nil)
+		if a := t.e.actor; a != nil && t.e.opts.Audit != nil {
+			t.e.opts.Audit.Record(*a, t.auditChanges())
+		}
 	}
 
 	// 5. Swap in and publish.

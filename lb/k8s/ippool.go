@@ -1,8 +1,8 @@
 package k8s
 
 import (
+	"encoding/json"
 	"errors"
-	"fmt"
 	"math"
 	"sort"
 
@@ -19,58 +19,52 @@ var IPPoolGVR = schema.GroupVersionResource{Group: "edgelb.io", Version: "v1alph
 // IPPoolGVK is its kind.
 var IPPoolGVK = schema.GroupVersionKind{Group: "edgelb.io", Version: "v1alpha1", Kind: "IPPool"}
 
-// poolFromObject parses an IPPool object with the same rules as standalone
-// pools (lb.ParseRange, Pool.Validate). Errors are *lb.FieldError with the
-// field path in the object and the bad value.
+// poolFromObject parses an IPPool object: its spec is lb's input schema
+// (lb.PoolInput without name), decoded by the strict decoder REST bodies
+// and the config file use and judged by the one validator (lb.ParsePool).
+// Errors are *lb.FieldError (or *lb.Errors of them) with the field path
+// in the object (spec.addresses[0]) and the bad value.
 func poolFromObject(u *unstructured.Unstructured) (lb.Pool, error) {
-	p := lb.Pool{Name: u.GetName(), AutoAssign: true}
-	addrs, _, err := unstructured.NestedStringSlice(u.Object, "spec", "addresses")
-	if err != nil {
-		return p, &lb.FieldError{Field: "spec.addresses", Err: err}
-	}
-	for i, s := range addrs {
-		r, err := lb.ParseRange(s)
+	var in lb.PoolInput
+	if spec, ok := u.Object["spec"]; ok && spec != nil {
+		js, err := json.Marshal(spec)
 		if err != nil {
-			return p, &lb.FieldError{Field: fmt.Sprintf("spec.addresses[%d]", i), Value: s, Err: err}
+			return lb.Pool{Name: u.GetName()}, &lb.FieldError{Field: "spec", Err: err}
 		}
-		p.Ranges = append(p.Ranges, r)
-	}
-	if v, ok, _ := unstructured.NestedBool(u.Object, "spec", "autoAssign"); ok {
-		p.AutoAssign = v
-	}
-	p.AvoidBuggyIPs, _, _ = unstructured.NestedBool(u.Object, "spec", "avoidBuggyIPs")
-	adv := &p.Advertisement
-	adv.Communities, _, _ = unstructured.NestedStringSlice(u.Object, "spec", "advertisement", "communities")
-	adv.LargeCommunities, _, _ = unstructured.NestedStringSlice(u.Object, "spec", "advertisement", "largeCommunities")
-	if v, ok, _ := unstructured.NestedInt64(u.Object, "spec", "advertisement", "localPref"); ok {
-		if v < 0 || v > math.MaxUint32 {
-			return p, &lb.FieldError{Field: "spec.advertisement.localPref", Value: fmt.Sprint(v), Err: errors.New("must be 0..4294967295")}
+		if err := lb.DecodeStrict(js, &in); err != nil {
+			return lb.Pool{Name: u.GetName()}, inSpec(err)
 		}
-		adv.LocalPref = uint32(v)
-	}
-	if v, ok, _ := unstructured.NestedInt64(u.Object, "spec", "advertisement", "aggregationLength"); ok {
-		adv.AggregationLen = int(v)
-	}
-	if v, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "serviceAllocation"); ok && v != nil {
-		m, isMap := v.(map[string]any)
-		if !isMap {
-			return p, &lb.FieldError{Field: "spec.serviceAllocation", Value: fmt.Sprint(v), Err: errors.New("want an object")}
+		if in.Name != "" {
+			return lb.Pool{Name: u.GetName()}, &lb.FieldError{Field: "spec.name", Value: in.Name,
+				Err: errors.New("unknown field (the pool's name is metadata.name)")}
 		}
-		var sa lb.ServiceAllocation
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(m, &sa, true); err != nil {
-			return p, &lb.FieldError{Field: "spec.serviceAllocation", Err: err}
-		}
-		sa.Normalize()
-		p.Allocation = &sa
 	}
-	if err := p.Validate(); err != nil {
-		var fe *lb.FieldError
-		if errors.As(err, &fe) && fe.Field != "name" {
-			fe.Field = "spec." + fe.Field
-		}
-		return p, err
+	in.Name = u.GetName()
+	p, err := lb.ParsePool(&in)
+	if err != nil {
+		return p, inSpec(err)
 	}
 	return p, nil
+}
+
+// inSpec puts the paths of a spec's errors under "spec." (the name is
+// metadata's and keeps its own).
+func inSpec(err error) error {
+	var list *lb.Errors
+	var fe *lb.FieldError
+	switch {
+	case errors.As(err, &list):
+		for _, e := range list.List {
+			if e.Field != "name" {
+				e.Field = "spec." + e.Field
+			}
+		}
+	case errors.As(err, &fe):
+		if fe.Field != "name" {
+			fe.Field = "spec." + fe.Field
+		}
+	}
+	return err
 }
 
 // poolToObject renders a pool as an IPPool object (spec only).

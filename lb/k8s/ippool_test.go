@@ -116,9 +116,9 @@ func TestPoolServiceAllocation(t *testing.T) {
 	if !errors.As(err, &fe) || fe.Field != "spec.serviceAllocation.serviceSelectors[0].matchExpressions[0].operator" || fe.Value != "Equals" {
 		t.Fatalf("bad operator: %v", err)
 	}
-	// A field of the wrong type is a FieldError on spec.serviceAllocation.
+	// A field of the wrong type is a FieldError naming it (the strict decoder).
 	_ = unstructured.SetNestedField(bad.Object, "high", "spec", "serviceAllocation", "priority")
-	if _, err = poolFromObject(bad); !errors.As(err, &fe) || fe.Field != "spec.serviceAllocation" {
+	if _, err = poolFromObject(bad); !errors.As(err, &fe) || fe.Field != "spec.serviceAllocation.priority" {
 		t.Fatalf("priority as a string: %v", err)
 	}
 }

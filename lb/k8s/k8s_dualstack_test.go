@@ -15,9 +15,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/edgelb/edgelb/lab/conformance"
 	"github.com/edgelb/edgelb/lab/netns"
 	"github.com/edgelb/edgelb/proxy"
-	"github.com/edgelb/edgelb/proxy/conformance"
 	"github.com/edgelb/edgelb/proxy/nft"
 )
 

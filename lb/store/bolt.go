@@ -6,7 +6,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -275,38 +274,6 @@ func sortedBy[T any](recs []T, key func(*T) string) []*T {
 	return out
 }
 
-// encodeServices frames each service's record, on every core when there
-// are many: a first start at 10,000 services encodes them all, which the
-// bbolt transaction would otherwise wait for on one core (issue 18:
-// start-up).
-func encodeServices(ss []*Service) [][]byte {
-	out := make([][]byte, len(ss))
-	enc := func(from, to int) {
-		for i := from; i < to; i++ {
-			out[i] = frameService(ss[i])
-		}
-	}
-	workers := min(runtime.GOMAXPROCS(0), len(ss)/parallelMin)
-	if workers < 2 {
-		enc(0, len(ss))
-		return out
-	}
-	var wg sync.WaitGroup
-	per := (len(ss) + workers - 1) / workers
-	for from := 0; from < len(ss); from += per {
-		wg.Add(1)
-		go func(from, to int) {
-			defer wg.Done()
-			enc(from, to)
-		}(from, min(from+per, len(ss)))
-	}
-	wg.Wait()
-	return out
-}
-
-// parallelMin is how many records each encoding goroutine takes at least.
-const parallelMin = 512
-
 // fillPercent is how full bbolt fills a page before it splits it. Commit
 // puts keys in sorted order, and with bbolt's default (0.5) sorted puts
 // leave every page half empty: a first start at 10,000 services × 10
@@ -355,10 +322,12 @@ func (b *Bolt) Commit(c Change) error {
 					return fmt.Errorf("pool %q: %w", p.Name, err)
 				}
 			}
-			sorted := sortedBy(c.PutServices, func(s *Service) string { return s.Spec.Name })
-			recs := encodeServices(sorted)
-			for i, s := range sorted {
-				if err := svcs.Put([]byte(s.Spec.Name), recs[i]); err != nil {
+			for _, s := range sortedBy(c.PutServices, func(s *Service) string { return s.Spec.Name }) {
+				v, err := encodeService(*s)
+				if err == nil {
+					err = svcs.Put([]byte(s.Spec.Name), frame(s.Spec.Name, v))
+				}
+				if err != nil {
 					return fmt.Errorf("service %q: %w", s.Spec.Name, err)
 				}
 			}
@@ -382,7 +351,7 @@ func (b *Bolt) Commit(c Change) error {
 		})
 	})
 	if err != nil {
-		return fmt.Errorf("commit to store %s: %w", b.path, err)
+		return fmt.Errorf("commit to store %s: %w", b.path, commitError(b.path, err))
 	}
 	return nil
 }

@@ -46,23 +46,9 @@ func encodePool(p Pool) ([]byte, error) {
 		AutoAssign: p.AutoAssign, AvoidBuggyIPs: p.AvoidBuggyIPs, Advertisement: p.Advertisement, Allocation: p.Allocation})
 }
 
-// encodeService writes a service's record (codec_service.go: by hand, the
-// bytes encoding/json would write).
 func encodeService(s Service) ([]byte, error) {
-	return appendServiceRecord(make([]byte, 0, recordSizeHint(&s)), &s), nil
+	return json.Marshal(serviceRecord{V: recordVersion, Origin: s.Origin, Spec: s.Spec})
 }
-
-// frameService is frame(name, encodeService(s)) in one buffer: the record
-// is written behind the header's gap, then sealed.
-func frameService(s *Service) []byte {
-	rec := appendServiceRecord(make([]byte, frameHeader, frameHeader+recordSizeHint(s)), s)
-	return seal(s.Spec.Name, rec)
-}
-
-// recordSizeHint is a record's JSON size or a little more: ~150 bytes of
-// fields, ~53 per IPv4 backend ({"address":"198.51.100.203","port":8080,
-// "weight":1},), ~40 per port.
-func recordSizeHint(s *Service) int { return 192 + 64*len(s.Spec.Backends) + 48*len(s.Spec.Ports) }
 
 func encodeAssignment(ips []netip.Addr) ([]byte, error) {
 	return json.Marshal(assignmentRecord{V: recordVersion, IPs: ips})

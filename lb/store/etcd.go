@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,11 @@ var (
 	// this gateway reaches have no quorum. Nothing was written (or, when a
 	// request timed out, its outcome is unknown: the watch brings it in).
 	ErrUnavailable = errors.New("the shared store (etcd) is unavailable")
+	// ErrWatchBehind: the store has quorum, but the member this gateway
+	// watches has not delivered a commit the quorum made a probe interval
+	// ago (a member cut off from its peers); the watch is moved to another
+	// member. Writes go on; what the gateway shows may lag meanwhile.
+	ErrWatchBehind = errors.New("the shared store's watch is behind")
 )
 
 // Shared is a Store other gateways write too. Every Commit is guarded by
@@ -38,8 +44,10 @@ type Shared interface {
 	// restarted, quorum regained); Behind says whether a Load is due.
 	Changed() <-chan struct{}
 	Behind() bool
-	// Health is nil while the store answers with quorum, else why not
-	// (wrapping ErrUnavailable); reads meanwhile may be stale.
+	// Health is nil while the store answers with quorum and this
+	// gateway's view keeps up with it; else why not: ErrUnavailable (no
+	// quorum reached: writes are refused) or ErrWatchBehind. Either way
+	// what the gateway shows may be stale.
 	Health() error
 	// Revision is the fleet-wide commit revision the caller's state was
 	// loaded or committed at.
@@ -67,12 +75,15 @@ type EtcdOptions struct {
 	Prefix    string      // e.g. "/edgelb"; no trailing slash
 	// Gateway names this gateway in meta/commit (who wrote last).
 	Gateway string
-	// Timeout bounds each request; zero means 2 s.
+	// Timeout bounds each request, its attempts included; zero means 2 s.
 	Timeout time.Duration
+	// AttemptTimeout bounds one attempt of a request on one member before
+	// it is sent again (etcdcall.go), doubled after each; zero means 500 ms.
+	AttemptTimeout time.Duration
 	// ProbeInterval is how often quorum is checked; zero means 1 s.
 	ProbeInterval time.Duration
 	// StartTimeout bounds the wait for the cluster in OpenEtcd (it fails
-	// with ErrUnavailable after it); zero means 60 s.
+	// with ErrUnavailable after it, naming a TLS refusal); zero means 60 s.
 	StartTimeout time.Duration
 	Logger       *slog.Logger
 }
@@ -90,11 +101,21 @@ type Etcd struct {
 	mu   sync.Mutex // serialises Load and Commit (seen)
 	seen int64      // meta/commit's mod revision in the caller's state
 
-	latest  atomic.Int64 // newest meta/commit mod revision the watch saw
-	force   atomic.Bool  // a full Load is due whatever the revisions say
-	applied atomic.Int64 // store revision of the last Load or Commit (watch restarts)
-	rev     atomic.Int64 // seen, readable without mu (held across a Commit's round trip)
-	health  atomic.Pointer[error]
+	latest atomic.Int64          // newest meta/commit mod revision the watch saw
+	force  atomic.Bool           // a full Load is due whatever the revisions say
+	rev    atomic.Int64          // seen, readable without mu (held across a Commit's round trip)
+	health atomic.Pointer[error] // quorum: the probe's verdict (ErrUnavailable)
+	behind atomic.Pointer[error] // the watch's: ErrWatchBehind (etcdwatch.go)
+	token  atomic.Uint64         // Commit's tokens (meta/commit's value)
+
+	// The watch (etcdwatch.go): watched is the revision up to which it has
+	// delivered every event; stopWatch ends the current one (the loop
+	// starts another, on whichever member the client picks).
+	watched   atomic.Int64
+	watchMu   sync.Mutex
+	stopWatch context.CancelFunc
+	probed    int64 // meta/commit's revision at the previous probe (probe goroutine)
+	tlsErr    error // named TLS refusal while unavailable (probe goroutine)
 
 	// Presence (etcdfleet.go), owned by the probe goroutine.
 	lease     clientv3.LeaseID
@@ -106,14 +127,18 @@ var _ Shared = (*Etcd)(nil)
 
 // OpenEtcd connects, checks (or writes) the schema and starts the watch
 // and the quorum probe. It waits up to StartTimeout for the cluster to
-// answer; once running, an unreachable cluster is a state the gateway runs
+// answer, or until ctx ends (SIGTERM during start-up: the error wraps
+// ctx's); once running, an unreachable cluster is a state the gateway runs
 // in (forwarding what it has, writes refused) until it comes back.
-func OpenEtcd(o EtcdOptions) (*Etcd, error) {
+func OpenEtcd(ctx context.Context, o EtcdOptions) (*Etcd, error) {
 	if len(o.Endpoints) == 0 {
 		return nil, errors.New("etcd store: no endpoints")
 	}
 	if o.Timeout == 0 {
 		o.Timeout = 2 * time.Second
+	}
+	if o.AttemptTimeout == 0 {
+		o.AttemptTimeout = 500 * time.Millisecond
 	}
 	if o.ProbeInterval == 0 {
 		o.ProbeInterval = time.Second
@@ -127,7 +152,11 @@ func OpenEtcd(o EtcdOptions) (*Etcd, error) {
 	}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints: o.Endpoints, TLS: o.TLS, DialTimeout: o.Timeout,
-		DialKeepAliveTime: 2 * time.Second, DialKeepAliveTimeout: o.Timeout,
+		// gRPC raises a keepalive time under 10 s to 10 s (and etcd
+		// refuses pings more often than every 5 s): keepalive finds a
+		// member that stopped answering at the TCP level, not one that
+		// lost its peers; require-leader and attempts do that (etcdcall.go).
+		DialKeepAliveTime: 10 * time.Second, DialKeepAliveTimeout: o.Timeout,
 		Logger: zap.NewNop(),
 		// gRPC's default reconnect backoff grows to 120 s: after a 30 s
 		// outage the gateway took 9 s to write again once etcd was back.
@@ -141,31 +170,50 @@ func OpenEtcd(o EtcdOptions) (*Etcd, error) {
 		return nil, fmt.Errorf("etcd store: %w", err)
 	}
 	s := &Etcd{cli: cli, prefix: strings.TrimSuffix(o.Prefix, "/") + "/", o: o, log: log, changed: make(chan struct{}, 1)}
+	s.token.Store(rand.Uint64())
 	down := fmt.Errorf("%w: not checked yet", ErrUnavailable)
 	s.health.Store(&down)
 	s.force.Store(true)
-	ctx, cancel := context.WithCancel(context.Background())
+	bg, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	// Wait for the cluster at start: without the fleet's state there is
 	// nothing this gateway could serve or allocate correctly.
 	deadline := time.Now().Add(o.StartTimeout)
+	var said string
 	for {
-		err := s.checkSchema(ctx)
+		rev, err := s.checkSchema(ctx)
 		if err == nil {
 			s.health.Store(nil)
+			s.watched.Store(rev)
 			break
+		}
+		if ctx.Err() != nil {
+			cancel()
+			cli.Close()
+			return nil, fmt.Errorf("etcd store: start abandoned while waiting for the cluster: %w", ctx.Err())
+		}
+		if errors.Is(err, ErrUnavailable) {
+			if terr := s.tlsProblem(ctx); terr != nil {
+				err = s.unavailable(terr)
+			}
 		}
 		if !errors.Is(err, ErrUnavailable) || time.Now().After(deadline) {
 			cancel()
 			cli.Close()
 			return nil, err
 		}
-		log.Warn("etcd store not reachable yet: waiting", "err", err)
-		time.Sleep(500 * time.Millisecond)
+		if msg := err.Error(); msg != said {
+			log.Warn("etcd store not reachable yet: waiting", "err", err)
+			said = msg
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
 	s.wg.Add(2)
-	go s.watch(ctx)
-	go s.probe(ctx)
+	go s.watch(bg)
+	go s.probe(bg)
 	return s, nil
 }
 
@@ -173,27 +221,30 @@ func (s *Etcd) where() string {
 	return "etcd " + strings.Join(s.o.Endpoints, ",") + " prefix " + s.prefix
 }
 
-// checkSchema writes meta/schema on an empty prefix, or refuses a newer one.
-func (s *Etcd) checkSchema(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
-	defer cancel()
+// checkSchema writes meta/schema on an empty prefix, or refuses a newer
+// one; it returns the store revision it read at (the watch starts there).
+func (s *Etcd) checkSchema(ctx context.Context) (int64, error) {
 	k := s.prefix + etcdKeySchema
-	resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
-		Then(clientv3.OpPut(k, schema)).Else(clientv3.OpGet(k)).Commit()
+	var resp *clientv3.TxnResponse
+	err := s.call(ctx, func(ctx context.Context) (err error) {
+		resp, err = s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
+			Then(clientv3.OpPut(k, schema)).Else(clientv3.OpGet(k)).Commit()
+		return err
+	})
 	if err != nil {
-		return s.unavailable(err)
+		return 0, s.unavailable(err)
 	}
 	if !resp.Succeeded {
 		kvs := resp.Responses[0].GetResponseRange().Kvs
 		if len(kvs) == 1 && string(kvs[0].Value) != schema {
-			return &DamageError{Path: s.where(), Detail: fmt.Sprintf("schema version %q, this edgelb reads %q", kvs[0].Value, schema), Kind: ErrVersion}
+			return 0, &DamageError{Path: s.where(), Detail: fmt.Sprintf("schema version %q, this edgelb reads %q", kvs[0].Value, schema), Kind: ErrVersion}
 		}
 	}
-	return nil
+	return resp.Header.Revision, nil
 }
 
 func (s *Etcd) unavailable(err error) error {
-	return fmt.Errorf("%w (%s): %v", ErrUnavailable, strings.Join(s.o.Endpoints, ","), err)
+	return fmt.Errorf("%w (%s): %w", ErrUnavailable, strings.Join(s.o.Endpoints, ","), err)
 }
 
 // Load reads every record at one revision (a linearizable read: it needs
@@ -201,11 +252,13 @@ func (s *Etcd) unavailable(err error) error {
 func (s *Etcd) Load() (State, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), s.o.Timeout)
-	defer cancel()
 	// Clear force first: a watch restart after this read forces another.
 	force := s.force.Swap(false)
-	resp, err := s.cli.Get(ctx, s.prefix, clientv3.WithPrefix())
+	var resp *clientv3.GetResponse
+	err := s.call(context.Background(), func(ctx context.Context) (err error) {
+		resp, err = s.cli.Get(ctx, s.prefix, clientv3.WithPrefix())
+		return err
+	})
 	if err != nil {
 		if force {
 			s.force.Store(true)
@@ -246,7 +299,6 @@ func (s *Etcd) Load() (State, error) {
 	}
 	s.seen = seen
 	s.rev.Store(seen)
-	s.applied.Store(resp.Header.Revision)
 	return st, nil
 }
 
@@ -257,7 +309,7 @@ func (s *Etcd) Commit(c Change) error {
 	if err := c.check(); err != nil {
 		return fmt.Errorf("commit to store: %w", err)
 	}
-	if err := s.Health(); err != nil {
+	if err := s.quorum(); err != nil {
 		return err // fail at once, not after a timeout, while quorum is known lost
 	}
 	// One op per key (etcd refuses a key twice in a transaction): deletes
@@ -307,11 +359,19 @@ func (s *Etcd) Commit(c Change) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	list = append(list, clientv3.OpPut(s.prefix+etcdKeyCommit, s.o.Gateway))
-	ctx, cancel := context.WithTimeout(context.Background(), s.o.Timeout)
-	defer cancel()
-	resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(s.prefix+etcdKeyCommit), "=", s.seen)).
-		Then(list...).Commit()
+	// The token makes the commit recognisable: an attempt abandoned on a
+	// member that could not answer (etcdcall.go) may still have applied;
+	// the next attempt's guard then fails, and meta/commit holding this
+	// token says the change is in.
+	token := fmt.Sprintf("%s %016x", s.o.Gateway, s.token.Add(1))
+	key := s.prefix + etcdKeyCommit
+	list = append(list, clientv3.OpPut(key, token))
+	var resp *clientv3.TxnResponse
+	err := s.call(context.Background(), func(ctx context.Context) (err error) {
+		resp, err = s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", s.seen)).
+			Then(list...).Else(clientv3.OpGet(key)).Commit()
+		return err
+	})
 	if err != nil {
 		// Outcome unknown: if it was applied, the watch reports a commit
 		// past seen and the engine reloads it.
@@ -319,14 +379,18 @@ func (s *Etcd) Commit(c Change) error {
 		s.notify()
 		return fmt.Errorf("commit to store: %w", s.unavailable(err))
 	}
+	rev := resp.Header.Revision
 	if !resp.Succeeded {
-		s.force.Store(true)
-		s.notify()
-		return fmt.Errorf("commit to store: %w", ErrStale)
+		kvs := resp.Responses[0].GetResponseRange().Kvs
+		if len(kvs) != 1 || string(kvs[0].Value) != token {
+			s.force.Store(true)
+			s.notify()
+			return fmt.Errorf("commit to store: %w", ErrStale)
+		}
+		rev = kvs[0].ModRevision // an earlier attempt applied it
 	}
-	s.seen = resp.Header.Revision
-	s.rev.Store(s.seen)
-	s.applied.Store(resp.Header.Revision)
+	s.seen = rev
+	s.rev.Store(rev)
 	return nil
 }
 
@@ -342,14 +406,6 @@ func (s *Etcd) Behind() bool {
 	return s.force.Load() || s.latest.Load() > seen
 }
 
-// Health is nil while the last quorum probe or watch answer succeeded.
-func (s *Etcd) Health() error {
-	if p := s.health.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-
 // Revision is meta/commit's revision in the state last loaded or
 // committed: the fleet-wide version, equal on every gateway once converged.
 func (s *Etcd) Revision() int64 { return s.rev.Load() }
@@ -358,99 +414,6 @@ func (s *Etcd) notify() {
 	select {
 	case s.changed <- struct{}{}:
 	default:
-	}
-}
-
-func (s *Etcd) setHealth(err error) {
-	was := s.Health()
-	if err == nil {
-		s.health.Store(nil)
-		if was != nil {
-			// Back: whatever happened meanwhile is read whole.
-			s.log.Info("etcd store reachable with quorum: resyncing")
-			s.force.Store(true)
-			s.notify()
-		}
-		return
-	}
-	err = s.unavailable(err)
-	s.health.Store(&err)
-	if was == nil {
-		s.log.Warn("etcd store unavailable: forwarding what is programmed, refusing writes", "err", err)
-	}
-}
-
-// probe checks quorum every ProbeInterval with a linearizable read.
-func (s *Etcd) probe(ctx context.Context) {
-	defer s.wg.Done()
-	t := time.NewTicker(s.o.ProbeInterval)
-	defer t.Stop()
-	for {
-		pctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
-		_, err := s.cli.Get(pctx, s.prefix+etcdKeySchema)
-		cancel()
-		if ctx.Err() != nil {
-			return
-		}
-		s.setHealth(err)
-		if err == nil {
-			s.presence(ctx)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// watch follows the prefix and signals every commit past the state
-// loaded. A watch that ends (no leader, member lost, compaction) is
-// restarted where it stopped, and a full relist is forced.
-func (s *Etcd) watch(ctx context.Context) {
-	defer s.wg.Done()
-	var from int64 // 0: from now (the first Load comes after)
-	for ctx.Err() == nil {
-		if from == 0 && s.applied.Load() > 0 {
-			from = s.applied.Load() + 1
-		}
-		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		opts := []clientv3.OpOption{clientv3.WithPrefix()}
-		if from > 0 {
-			opts = append(opts, clientv3.WithRev(from))
-		}
-		for resp := range s.cli.Watch(wctx, s.prefix, opts...) {
-			if resp.CompactRevision != 0 {
-				// Events were compacted away: read everything again.
-				s.log.Info("etcd watch compacted: full relist", "revision", resp.CompactRevision)
-				from = resp.CompactRevision
-				break
-			}
-			if err := resp.Err(); err != nil {
-				s.log.Debug("etcd watch ended", "err", err)
-				break
-			}
-			for _, ev := range resp.Events {
-				if string(ev.Kv.Key) == s.prefix+etcdKeyCommit && ev.Kv.ModRevision > s.latest.Load() {
-					s.latest.Store(ev.Kv.ModRevision)
-				}
-				from = ev.Kv.ModRevision + 1
-			}
-			if len(resp.Events) > 0 {
-				s.notify()
-			}
-		}
-		cancel()
-		if ctx.Err() != nil {
-			return
-		}
-		s.force.Store(true)
-		s.notify()
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(200 * time.Millisecond):
-		}
 	}
 }
 

@@ -36,6 +36,7 @@ func (s *Etcd) presence(ctx context.Context) {
 	if s.o.Gateway == "" {
 		return
 	}
+	ctx = clientv3.WithRequireLeader(ctx)
 	if s.lease == 0 {
 		lctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
 		resp, err := s.cli.Grant(lctx, presenceLeaseTT)
@@ -63,9 +64,10 @@ func (s *Etcd) presence(ctx context.Context) {
 		return
 	}
 	b, _ := json.Marshal(GatewayStatus{Name: s.o.Gateway, Revision: rev, Reported: time.Now().UTC()})
-	pctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
-	_, err := s.cli.Put(pctx, s.prefix+etcdGateways+s.o.Gateway, string(b), clientv3.WithLease(s.lease))
-	cancel()
+	err := s.call(ctx, func(ctx context.Context) error { // the same value again: safe to resend
+		_, err := s.cli.Put(ctx, s.prefix+etcdGateways+s.o.Gateway, string(b), clientv3.WithLease(s.lease))
+		return err
+	})
 	if err == nil {
 		s.reported = rev
 	}
@@ -74,9 +76,11 @@ func (s *Etcd) presence(ctx context.Context) {
 // Fleet lists the gateways that report themselves (a linearizable read:
 // it fails with ErrUnavailable without quorum).
 func (s *Etcd) Fleet(ctx context.Context) ([]GatewayStatus, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
-	defer cancel()
-	resp, err := s.cli.Get(ctx, s.prefix+etcdGateways, clientv3.WithPrefix())
+	var resp *clientv3.GetResponse
+	err := s.call(ctx, func(ctx context.Context) (err error) {
+		resp, err = s.cli.Get(ctx, s.prefix+etcdGateways, clientv3.WithPrefix())
+		return err
+	})
 	if err != nil {
 		return nil, s.unavailable(err)
 	}

@@ -67,12 +67,7 @@ func recordSum(key string, body []byte) uint32 {
 }
 
 func frame(key string, body []byte) []byte {
-	return seal(key, append(make([]byte, frameHeader, frameHeader+len(body)), body...))
-}
-
-// seal fills in the header of rec, a frameHeader-long gap followed by the
-// record's JSON, so an encoder can write the JSON in place (frameService).
-func seal(key string, rec []byte) []byte {
+	rec := append(make([]byte, frameHeader, frameHeader+len(body)), body...)
 	rec[0], rec[1] = frameMagic, frameVersion
 	binary.BigEndian.PutUint32(rec[2:], recordSum(key, rec[frameHeader:]))
 	return rec

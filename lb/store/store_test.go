@@ -357,8 +357,7 @@ func TestBoltSortedCommitFillsPages(t *testing.T) {
 	if err != nil || len(got.Services) != n {
 		t.Fatalf("reloaded %d services, err %v; want %d", len(got.Services), err, n)
 	}
-	// Encoded on several cores (encodeServices): each record under its
-	// own name.
+	// Each record under its own name.
 	for _, want := range c.PutServices {
 		if g, ok := got.Services[want.Spec.Name]; !ok || !reflect.DeepEqual(g, want) {
 			t.Fatalf("service %s reloaded as %+v, want %+v", want.Spec.Name, g, want)

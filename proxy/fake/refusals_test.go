@@ -5,8 +5,8 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/edgelb/edgelb/lab/conformance"
 	"github.com/edgelb/edgelb/proxy"
-	"github.com/edgelb/edgelb/proxy/conformance"
 	"github.com/edgelb/edgelb/proxy/nft"
 )
 

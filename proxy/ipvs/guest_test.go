@@ -16,9 +16,9 @@ import (
 
 	mobyipvs "github.com/moby/ipvs"
 
+	"github.com/edgelb/edgelb/lab/conformance"
 	"github.com/edgelb/edgelb/lab/netns"
 	"github.com/edgelb/edgelb/proxy"
-	"github.com/edgelb/edgelb/proxy/conformance"
 )
 
 func requireIPVS(t testing.TB) {

@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/edgelb/edgelb/proxy"
-	"github.com/edgelb/edgelb/proxy/nft"
+	"github.com/edgelb/edgelb/proxy/nftgen"
 )
 
 // TableName is the nftables table (family inet) the IPVS dataplane owns.
@@ -42,9 +42,9 @@ type nftSNAT struct {
 	mark  uint32
 	// what the sets hold, as last programmed
 	front, masq map[vsKey]bool
-	// The generation gate of proxy/nft (its gen.go): the ruleset
-	// generation at which the table last held front and masq exactly.
-	gate    nft.GenGate
+	// The generation gate (proxy/nftgen): the ruleset generation at
+	// which the table last held front and masq exactly.
+	gate    nftgen.Gate
 	genConn *netlink.Conn
 }
 
@@ -58,7 +58,7 @@ func (n *nftSNAT) gen() (uint32, bool) {
 		}
 		n.genConn = c
 	}
-	g, err := nft.Generation(n.genConn)
+	g, err := nftgen.Read(n.genConn)
 	if err != nil {
 		n.genConn.Close()
 		n.genConn = nil

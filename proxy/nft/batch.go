@@ -363,9 +363,6 @@ func (d *Dataplane) flush(ctx context.Context, bs []*batch) error {
 // ops join it as long as every acknowledgement fits the receive buffer, the
 // rest go in transactions of their own before (pre) or after (post) it.
 func (d *Dataplane) flushBatch(b *batch, i, n int) error {
-	if len(b.pre) == 0 && len(b.post) == 0 && d.nl != nil {
-		return d.flushElems(b, i, n)
-	}
 	c := d.conn
 	msgs, dels, adds := 0, 0, 0
 	send := func() error {
@@ -420,25 +417,6 @@ func (d *Dataplane) flushBatch(b *batch, i, n int) error {
 		msgs += o.msgs
 	}
 	return send()
-}
-
-// flushElems sends a batch of elements only, encoded by elemMsgs, in one
-// transaction: what flushBatch does through the library, without its
-// per-element garbage.
-func (d *Dataplane) flushElems(b *batch, i, n int) error {
-	// Not in place: a batch's elements may alias other batches' (pack).
-	del, add := sortedElems(b.del, false), sortedElems(b.add, true)
-	if len(del)+len(add) == 0 {
-		return nil
-	}
-	pid := d.portid.Load()
-	buf := appendBatchMarker(d.batchBuf[:0], unix.NFNL_MSG_BATCH_BEGIN, pid)
-	buf, nd := d.appendElemMsgs(buf, del, true)
-	buf, na := d.appendElemMsgs(buf, add, false)
-	buf = appendBatchMarker(buf, unix.NFNL_MSG_BATCH_END, pid)
-	d.batchBuf = buf // reused: a cold sync sends ~1 MiB batches
-	msgs := nd + na
-	return d.sent(sendElems(d.nl, buf, msgs), i, n, msgs, len(del), len(add))
 }
 
 // sent records a transaction that was sent (either way) and its outcome:

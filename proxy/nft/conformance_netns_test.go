@@ -8,9 +8,9 @@ import (
 
 	gnft "github.com/google/nftables"
 
+	"github.com/edgelb/edgelb/lab/conformance"
 	"github.com/edgelb/edgelb/lab/netns"
 	"github.com/edgelb/edgelb/proxy"
-	"github.com/edgelb/edgelb/proxy/conformance"
 )
 
 // nftCaps is what the nftables dataplane declares to the conformance suite.

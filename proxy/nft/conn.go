@@ -26,7 +26,6 @@ const (
 func (d *Dataplane) dial() error {
 	var snd, rcv int
 	setBuf := func(c *netlink.Conn) error {
-		d.nl = c // the library's own socket: element-only batches go on it (elemmsg.go)
 		rc, err := c.SyscallConn()
 		if err != nil {
 			return err

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgelb/edgelb/lab/conformance"
 	"github.com/edgelb/edgelb/lab/netns"
 	"github.com/edgelb/edgelb/proxy"
-	"github.com/edgelb/edgelb/proxy/conformance"
 )
 
 // TestNetnsSyncEvents: with Options.SyncEvents, a connection through a VIP

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgelb/edgelb/lab/conformance"
 	"github.com/edgelb/edgelb/proxy"
-	"github.com/edgelb/edgelb/proxy/conformance"
 )
 
 // TestNetnsNodePortPerFamily (issue 14): a dual-stack node port is two

@@ -19,9 +19,10 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/edgelb/edgelb/lab/conformance"
 	"github.com/edgelb/edgelb/lab/netns"
 	"github.com/edgelb/edgelb/proxy"
-	"github.com/edgelb/edgelb/proxy/conformance"
+	"github.com/edgelb/edgelb/proxy/nftgen"
 )
 
 // dump renders everything in the namespace's nftables as sorted lines, read
@@ -110,7 +111,7 @@ func genID(t testing.TB, ns *netns.NS) uint32 {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	g, err := Generation(c)
+	g, err := nftgen.Read(c)
 	if err != nil {
 		t.Fatal(err)
 	}

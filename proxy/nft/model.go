@@ -156,10 +156,9 @@ func parsePost(name string) (post, bool) {
 // svcState is one service as programmed: the accepted input and what it
 // renders to.
 type svcState struct {
-	// in is the service as given, its backends in inBe (packed; input.go):
-	// for the cheap "unchanged?" test and the refusal bisection.
+	// in is the service as given (a copy: keepInput): for the cheap
+	// "unchanged?" test and the refusal bisection.
 	in   proxy.Service
-	inBe []byte
 	key  proxy.Key
 	v6   bool
 	id   uint32 // idTag | post.idClass() | n
@@ -219,6 +218,21 @@ func (st *svcState) frontends() []frontend {
 		fs = append(fs, frontend{any, st.key.NodePort, st.key.Protocol})
 	}
 	return fs
+}
+
+// keepInput stores s as st's input, with its own copy of the backends: a
+// caller that reuses its slices cannot change the model behind its back.
+func (st *svcState) keepInput(s *proxy.Service) {
+	st.in = *s
+	st.in.Backends = slices.Clone(s.Backends)
+}
+
+// input is the service st was rendered from (a fresh backends slice the
+// caller may keep).
+func (st *svcState) input() proxy.Service {
+	in := st.in
+	in.Backends = slices.Clone(in.Backends)
+	return in
 }
 
 // sameInput reports whether a service equals what was accepted before

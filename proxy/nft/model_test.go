@@ -530,3 +530,24 @@ func TestPrepareRefusesRepeatedBackends(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestKeptInputIsACopy: the model keeps its own copy of a service's
+// backends, and hands out copies: a caller reusing its slices changes
+// neither what was accepted nor what sameInput compares against.
+func TestKeptInputIsACopy(t *testing.T) {
+	s := proxy.Service{Name: "s", VIP: netip.MustParseAddr("192.0.2.1"), Port: 80, Protocol: proxy.TCP,
+		Backends: []proxy.Backend{{Addr: netip.MustParseAddrPort("198.51.100.2:8080"), Weight: 1}}}
+	var st svcState
+	st.keepInput(&s)
+	want := s
+	want.Backends = slices.Clone(s.Backends)
+	s.Backends[0].Weight = 7
+	if sameInput(&st.in, &s) || !sameInput(&st.in, &want) {
+		t.Fatalf("kept %v changed with the caller's slice", st.in)
+	}
+	in := st.input()
+	in.Backends[0].Weight = 9
+	if !sameInput(&st.in, &want) {
+		t.Fatalf("kept %v changed through input()", st.in)
+	}
+}

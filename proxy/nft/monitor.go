@@ -8,6 +8,8 @@ import (
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/edgelb/edgelb/proxy/nftgen"
 )
 
 // The change monitor refines the generation gate (gen.go) for gateways where
@@ -65,7 +67,7 @@ func newMonitor(netns int, table string, portid func() uint32) (*monitor, error)
 	// still handled.
 	_ = c.SetReadBuffer(4 << 20)
 	m := &monitor{conn: c, table: table, portid: portid, done: make(chan struct{}),
-		gen: func() (uint32, error) { return Generation(gc) }}
+		gen: func() (uint32, error) { return nftgen.Read(gc) }}
 	go func() {
 		m.run()
 		gc.Close()
@@ -131,7 +133,7 @@ func (m *monitor) handle(msg netlink.Message) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if typ&0xff == unix.NFT_MSG_NEWGEN {
-		if g, ok := genOf(msg.Data); ok {
+		if g, ok := nftgen.Decode(msg.Data); ok {
 			if m.touched {
 				m.cur.gen = g
 				if len(m.scopes) == maxScopes {

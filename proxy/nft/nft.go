@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/edgelb/edgelb/proxy"
+	"github.com/edgelb/edgelb/proxy/nftgen"
 )
 
 // DefaultTable names the ip and ip6 tables the dataplane owns.
@@ -75,18 +76,15 @@ type Stats struct {
 
 // Dataplane is the nftables dataplane. It is safe for concurrent use.
 type Dataplane struct {
-	mu     sync.Mutex
-	opts   Options
-	tables [2]*nftables.Table // ip, ip6
-	fams   [2]fam             // fams with this dataplane's source addresses
-	conn   *nftables.Conn
-	nl     *netlink.Conn // conn's socket, for element-only batches (elemmsg.go)
-	// batchBuf holds the last element-only batch sent, its memory reused.
-	batchBuf []byte
-	budget   int // bytes of elements per batch (what the socket's send buffer takes)
-	maxMsgs  int // messages per transaction (their acknowledgements must fit the receive buffer)
-	rcvbuf   int // the socket's receive buffer, as the kernel reports it
-	closed   bool
+	mu      sync.Mutex
+	opts    Options
+	tables  [2]*nftables.Table // ip, ip6
+	fams    [2]fam             // fams with this dataplane's source addresses
+	conn    *nftables.Conn
+	budget  int // bytes of elements per batch (what the socket's send buffer takes)
+	maxMsgs int // messages per transaction (their acknowledgements must fit the receive buffer)
+	rcvbuf  int // the socket's receive buffer, as the kernel reports it
+	closed  bool
 
 	// The model: what the kernel holds when !dirty.
 	svcs   map[proxy.Key]*svcState
@@ -114,7 +112,7 @@ type Dataplane struct {
 	// kernel last equalled the model.
 	genConn  *netlink.Conn
 	commits  uint64
-	clean    GenGate
+	clean    nftgen.Gate
 	mon      *monitor
 	monTried bool          // the monitor was started (or failed to start) after the first sync
 	portid   atomic.Uint32 // conn's netlink port id: its own notifications are not foreign

@@ -64,7 +64,7 @@ func (d *Dataplane) plan(cfg proxy.Config) (*changes, error) {
 			}
 			old.gen = gen
 			visited++
-			if old.sameInput(s) {
+			if sameInput(&old.in, s) {
 				order[i] = old
 				continue
 			}

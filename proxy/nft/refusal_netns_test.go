@@ -14,8 +14,8 @@ import (
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
+	"github.com/edgelb/edgelb/lab/conformance"
 	"github.com/edgelb/edgelb/proxy"
-	"github.com/edgelb/edgelb/proxy/conformance"
 )
 
 // TestNetnsRefusalPerService100 (issue 14) with the real nftables dataplane

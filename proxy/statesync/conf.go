@@ -30,20 +30,11 @@ type Options struct {
 	Ignore []netip.Addr
 	// SetSysctls lets Start set nf_conntrack_tcp_be_liberal=1 (see README).
 	SetSysctls bool
-	// Coalesce is the interval StartMesh's gate (coalesce.go) keeps the
-	// conntrackd processes stopped between rounds under load, so that one
-	// round handles an interval's events; 0 runs them unstopped, one round
-	// per event.
-	Coalesce time.Duration
 	// CommitTimeout is how long an entry committed at a takeover lives
 	// unless a packet refreshes it (conntrackd's CommitTimeout, whole
 	// seconds); 0 leaves conntrackd's own estimate, which is days for the
 	// connections a dead owner had closed (DefaultCommitTimeout says why).
 	CommitTimeout time.Duration
-
-	// gate, when set, is the gate Start registers its processes with (the
-	// mesh's, shared by its links).
-	gate *gate
 }
 
 // DefaultCommitTimeout bounds how long the entries a takeover commits live
@@ -128,13 +119,18 @@ func Render(o Options) (string, error) {
 	w("\tUNIX {")
 	w("\t\tPath %s", SocketPath(o.Dir))
 	w("\t}")
-	// The coalescing gate lets events queue in this socket for an interval:
-	// an event takes ~1.3 KB of it (1,280 bytes each, measured once by hand
-	// with 500 queued: README), so 8 MiB hold ~6,500 — 65,000 events/s at
-	// 100 ms.
+	// Events queue in this socket while conntrackd is busy elsewhere (a
+	// takeover's commit and dump, a bulk send): an event takes ~1.3 KB of
+	// it (1,280 bytes each, measured once by hand with 500 queued: README),
+	// so 8 MiB hold ~6,500, several seconds at 1,000 new connections/s
+	// (two events each). Reliable events: the kernel does not silently drop
+	// an event a full socket could not take (a lost ASSURED event is a
+	// connection a takeover cannot save); conntrackd.conf(5) pairs it with
+	// NetlinkOverrunResync off (no resync from a whole-table dump).
 	w("\tNetlinkBufferSize 8388608")
 	w("\tNetlinkBufferSizeMaxGrowth 33554432")
 	w("\tNetlinkEventsReliable on")
+	w("\tNetlinkOverrunResync off")
 	w("\tFilter From Userspace {")
 	w("\t\tProtocol Accept {")
 	w("\t\t\tTCP")

@@ -22,9 +22,6 @@ import (
 type Conntrackd struct {
 	opts Options
 	log  *slog.Logger
-	// gate coalesces the process's rounds: the mesh's, shared by its links
-	// (nil: Options.Coalesce is 0).
-	gate *gate
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -91,7 +88,7 @@ func Start(opts Options, log *slog.Logger) (*Conntrackd, error) {
 			log.Warn("statesync: cannot set nf_conntrack_tcp_be_liberal=1 (set it in /etc/sysctl.d)", "err", err)
 		}
 	}
-	c := &Conntrackd{opts: opts, log: log.With("statesync", "conntrackd"), done: make(chan struct{}), ready: make(chan struct{}), gate: opts.gate}
+	c := &Conntrackd{opts: opts, log: log.With("statesync", "conntrackd"), done: make(chan struct{}), ready: make(chan struct{})}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	go c.supervise()
 	return c, nil
@@ -141,8 +138,6 @@ func (c *Conntrackd) runOnce() error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	c.gate.add(cmd.Process)
-	defer c.gate.remove(cmd.Process)
 	c.mu.Lock()
 	c.pid, c.running = cmd.Process.Pid, true
 	c.starts++
@@ -160,8 +155,6 @@ func (c *Conntrackd) runOnce() error {
 	select {
 	case err2 = <-exited:
 	case <-c.ctx.Done():
-		// Continued first: a stopped process keeps SIGTERM pending.
-		c.gate.remove(cmd.Process)
 		cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case err2 = <-exited:
@@ -238,8 +231,6 @@ func childEnv() []string {
 func (c *Conntrackd) command(ctx context.Context, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, cmdTimeout)
 	defer cancel()
-	// The daemon answers now, not after the gate's interval.
-	defer c.gate.hold(0)()
 	cmd := exec.CommandContext(ctx, c.opts.Binary, append([]string{"-C", ConfPath(c.opts.Dir)}, args...)...)
 	cmd.Env = childEnv()
 	out, err := cmd.CombinedOutput()
@@ -253,10 +244,6 @@ func (c *Conntrackd) command(ctx context.Context, args ...string) (string, error
 // next one still runs (a commit that failed must not stop the bulk send).
 // cmdMu is held by the caller.
 func (c *Conntrackd) run(ctx context.Context, steps []Step) error {
-	// Open for all the steps and gateAfterHold after them: -c's commit,
-	// -R's dump and -B's bulk send go on after their command returned,
-	// and must not wait out an interval a batch.
-	defer c.gate.hold(gateAfterHold)()
 	var errs []error
 	for _, s := range steps {
 		if _, err := c.command(ctx, s.Flag()); err != nil {

@@ -25,9 +25,6 @@ import (
 // the one receiver that needs it.
 type Mesh struct {
 	links []*Conntrackd
-	// stopGate ends the gate that coalesces all links' rounds at once (one
-	// timer for the gateway; nil when off).
-	stopGate func()
 }
 
 var _ Syncer = (*Mesh)(nil)
@@ -87,13 +84,9 @@ func StartMesh(o Options, peers []netip.Addr, log *slog.Logger) (*Mesh, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	m := &Mesh{}
-	var g *gate
-	if o.Coalesce > 0 {
-		g, m.stopGate = startGate(o.Coalesce)
-	}
 	for i, p := range peers {
 		lo := o
-		lo.Peer, lo.Port, lo.Dir, lo.gate = p, ports[i], LinkDir(o.Dir, ports[i]), g
+		lo.Peer, lo.Port, lo.Dir = p, ports[i], LinkDir(o.Dir, ports[i])
 		c, err := Start(lo, log.With("peer", p.String()))
 		if err != nil {
 			m.Close()
@@ -172,9 +165,5 @@ func (m *Mesh) Status() Status {
 
 // Close implements Syncer.
 func (m *Mesh) Close() error {
-	err := m.each(func(c *Conntrackd) error { return c.Close() })
-	if m.stopGate != nil {
-		m.stopGate()
-	}
-	return err
+	return m.each(func(c *Conntrackd) error { return c.Close() })
 }

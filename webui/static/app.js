@@ -57,14 +57,20 @@ function num(v) { return el('td', { class: 'num' }, v); }
 
 // ---- live stream ----
 
+// The stream is read with fetch, not EventSource: EventSource cannot send
+// an Authorization header, and beyond loopback reads need the token (the
+// same one the forms use, kept in this tab's sessionStorage). The reader
+// parses Server-Sent Events itself and reconnects with Last-Event-ID.
+let lastEventID = '';
+let streamAbort = null;
+const handlers = {};
+function on(kind, f) { handlers[kind] = f; }
+
 function connect() {
-  const es = new EventSource('/api/v1/events');
   const conn = $('#conn');
   const sync = (d) => { if (d.time) state.offset = Date.parse(d.time) - Date.now(); };
-  es.onopen = () => { conn.textContent = 'live'; conn.className = 'conn live'; };
-  es.onerror = () => { conn.textContent = 'disconnected, retrying…'; conn.className = 'conn down'; };
-  es.addEventListener('snapshot', (ev) => {
-    const d = JSON.parse(ev.data);
+  on('snapshot', (data) => {
+    const d = JSON.parse(data);
     sync(d);
     state.pools = d.pools || []; state.services = d.services || []; state.announce = d.announce || [];
     state.stats = new Map((d.stats || []).map((s) => [s.frontend + '/' + s.protocol, s]));
@@ -73,8 +79,8 @@ function connect() {
     lastSummary = 0; // fresh data: announce it now
     schedule();
   });
-  es.addEventListener('delta', (ev) => {
-    const d = JSON.parse(ev.data);
+  on('delta', (data) => {
+    const d = JSON.parse(data);
     sync(d);
     for (const f of d.new || []) state.flows.set(f.id, f);
     for (const f of d.update || []) state.flows.set(f.id, f);
@@ -89,11 +95,70 @@ function connect() {
     schedule();
   });
   // Charts (charts.js): the window after each snapshot, then one step at a time.
-  es.addEventListener('series', (ev) => { chartsSeries(JSON.parse(ev.data)); schedule(); });
-  es.addEventListener('sample', (ev) => { chartsSample(JSON.parse(ev.data)); schedule(); });
+  on('series', (data) => { chartsSeries(JSON.parse(data)); schedule(); });
+  on('sample', (data) => { chartsSample(JSON.parse(data)); schedule(); });
   for (const kind of ['pools', 'services', 'announce']) {
-    es.addEventListener(kind, (ev) => { state[kind] = JSON.parse(ev.data) || []; schedule(); });
+    on(kind, (data) => { state[kind] = JSON.parse(data) || []; schedule(); });
   }
+  stream(conn);
+}
+
+async function stream(conn) {
+  if (streamAbort) streamAbort.abort();
+  const ctl = new AbortController();
+  streamAbort = ctl;
+  const headers = { 'Accept': 'text/event-stream' };
+  if (token()) headers['Authorization'] = 'Bearer ' + token();
+  if (lastEventID) headers['Last-Event-ID'] = lastEventID;
+  let retry = 2000;
+  try {
+    const resp = await fetch('/api/v1/events', { headers, signal: ctl.signal, credentials: 'same-origin', cache: 'no-store' });
+    if (resp.status === 401) {
+      conn.textContent = 'a token is needed to read: enter one above';
+      conn.className = 'conn down';
+      needToken(true);
+      streamAbort = null;
+      return; // the token form reconnects
+    }
+    if (!resp.ok || !resp.body) throw new Error('HTTP ' + resp.status);
+    needToken(false);
+    conn.textContent = 'live'; conn.className = 'conn live';
+    const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = '';
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buf += value;
+      let cut;
+      while ((cut = buf.search(/\r?\n\r?\n/)) >= 0) {
+        const block = buf.slice(0, cut);
+        buf = buf.slice(cut).replace(/^\r?\n\r?\n/, '');
+        let kind = 'message', data = [], id = null;
+        for (const line of block.split(/\r?\n/)) {
+          if (line.startsWith(':')) continue;
+          const c = line.indexOf(':');
+          const field = c < 0 ? line : line.slice(0, c);
+          const v = c < 0 ? '' : line.slice(c + 1).replace(/^ /, '');
+          if (field === 'event') kind = v;
+          else if (field === 'data') data.push(v);
+          else if (field === 'id') id = v;
+          else if (field === 'retry' && /^\d+$/.test(v)) retry = Number(v);
+        }
+        if (id !== null) lastEventID = id;
+        if (data.length && handlers[kind]) handlers[kind](data.join('\n'));
+      }
+    }
+  } catch (e) {
+    if (ctl.signal.aborted) return;
+  }
+  if (ctl.signal.aborted) return;
+  conn.textContent = 'disconnected, retrying…'; conn.className = 'conn down';
+  setTimeout(() => { if (streamAbort === ctl) stream(conn); }, retry);
+}
+
+function needToken(yes) {
+  $('#token-form').classList.toggle('needed', yes);
+  if (yes) $('#token-state').textContent = token() ? 'this token is refused: enter another' : 'reads need a token here';
 }
 
 const newestFirst = (a, b) => (Date.parse(b.start) - Date.parse(a.start)) || (b.id - a.id);
@@ -402,7 +467,39 @@ function renderAnnounce() {
 function token() { return sessionStorage.getItem(TOKEN_KEY) || ''; }
 
 function showTokenState() {
-  $('#token-state').textContent = token() ? 'token set for this tab' : 'no token: read-only';
+  $('#token-state').textContent = token() ? 'token set for this tab' : 'no token';
+}
+
+// ---- audit trail ----
+
+const AUDIT_POLL_MS = 10000;
+let auditTimer = null;
+// pollAudit shows the newest changes (GET /api/v1/audit): who, from where,
+// what, and the object before and after.
+async function pollAudit() {
+  clearTimeout(auditTimer);
+  if (!document.hidden) {
+    try {
+      const r = await api('GET', '/api/v1/audit?limit=50');
+      if (r.ok) renderAudit(r.data.entries || [], '');
+      else renderAudit([], (r.data && r.data.error) || 'HTTP ' + r.status);
+    } catch (e) {
+      renderAudit([], String(e));
+    }
+  }
+  auditTimer = setTimeout(pollAudit, AUDIT_POLL_MS);
+}
+
+function renderAudit(entries, err) {
+  $('#audit-error').textContent = err;
+  $('#audit-count').textContent = entries.length ? '(' + entries.length + ' newest)' : '';
+  const rows = entries.map((e) => el('tr', {},
+    el('td', {}, new Date(e.time).toLocaleString()),
+    el('td', {}, e.identity), el('td', {}, e.source), el('td', {}, e.client || ''),
+    el('td', {}, e.object), el('td', {}, e.action),
+    el('td', { class: 'summary-cell' }, e.before || ''), el('td', { class: 'summary-cell' }, e.after || '')));
+  if (rows.length === 0) rows.push(el('tr', {}, el('td', { colspan: 8, class: 'empty' }, err ? 'Not shown.' : 'No changes recorded yet.')));
+  $('#audit-table tbody').replaceChildren(...rows);
 }
 
 async function api(method, path, body) {
@@ -411,6 +508,7 @@ async function api(method, path, body) {
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   const resp = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body),
     credentials: 'same-origin' });
+  if (resp.status === 401) needToken(true);
   let data = null;
   if (resp.status !== 204) {
     try { data = await resp.json(); } catch (e) { data = { error: 'HTTP ' + resp.status }; }
@@ -510,6 +608,9 @@ document.addEventListener('DOMContentLoaded', () => {
     if (v) sessionStorage.setItem(TOKEN_KEY, v); else sessionStorage.removeItem(TOKEN_KEY);
     $('#token').value = '';
     showTokenState();
+    lastEventID = '';
+    stream($('#conn'));
+    pollAudit();
   });
   $('#pool-form').addEventListener('submit', submitPool);
   $('#pool-cancel').addEventListener('click', () => { clearErrors(); resetForm(); });
@@ -518,6 +619,7 @@ document.addEventListener('DOMContentLoaded', () => {
   connect();
   pollHealth();
   pollFleet();
+  pollAudit();
   // Ages move even when nothing else does.
   setInterval(() => { renderFlows(); renderHealth(); }, 1000);
 });

@@ -7,59 +7,17 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/edgelb/edgelb/lb"
 	"github.com/edgelb/edgelb/proxy"
 )
 
 // Config is the edgelb config the conversion writes (pools, services,
-// announce.l2), in the config file's field names.
+// announce.l2): pools and services in lb's input schema, the config
+// file's own structs.
 type Config struct {
-	Pools    []Pool    `json:"pools"`
-	Services []Service `json:"services"`
-	Announce *Announce `json:"announce,omitempty"`
-}
-
-type Pool struct {
-	Name       string   `json:"name"`
-	Addresses  []string `json:"addresses"`
-	AutoAssign bool     `json:"autoAssign"`
-}
-
-type Service struct {
-	Name        string       `json:"name"`
-	VIPs        []string     `json:"vips"`
-	SharingKey  string       `json:"sharingKey,omitempty"`
-	Ports       []Port       `json:"ports"`
-	Backends    []Backend    `json:"backends"`
-	Scheduler   string       `json:"scheduler"`
-	Method      string       `json:"method"`
-	Affinity    *Affinity    `json:"affinity,omitempty"`
-	HealthCheck *HealthCheck `json:"healthCheck,omitempty"`
-}
-
-type Port struct {
-	Port     int    `json:"port"`
-	Protocol string `json:"protocol"`
-}
-
-type Backend struct {
-	Address string `json:"address"`
-	Port    int    `json:"port"`
-	Weight  int64  `json:"weight"`
-}
-
-type Affinity struct {
-	Type    string `json:"type"`
-	Timeout string `json:"timeout"`
-}
-
-type HealthCheck struct {
-	Type         string `json:"type"`
-	Path         string `json:"path,omitempty"`
-	ExpectStatus int    `json:"expectStatus,omitempty"`
-	Interval     string `json:"interval,omitempty"`
-	Timeout      string `json:"timeout,omitempty"`
-	Fall         int    `json:"fall,omitempty"`
-	Port         int    `json:"port,omitempty"`
+	Pools    []lb.PoolInput    `json:"pools"`
+	Services []lb.ServiceInput `json:"services"`
+	Announce *Announce         `json:"announce,omitempty"`
 }
 
 type Announce struct {
@@ -145,11 +103,11 @@ func Convert(nodes []*Node) (*Result, error) {
 			addrs = append(addrs, a)
 		}
 		sort.Slice(addrs, func(i, j int) bool { return addrs[i].Less(addrs[j]) })
-		p := Pool{Name: "keepalived"}
+		p := lb.PoolInput{Name: "keepalived", AutoAssign: new(false)}
 		for _, a := range addrs {
 			p.Addresses = append(p.Addresses, netip.PrefixFrom(a, a.BitLen()).String())
 		}
-		c.res.Config.Pools = []Pool{p}
+		c.res.Config.Pools = []lb.PoolInput{p}
 	}
 	c.shareVIPs()
 	if err := c.check(); err != nil {
@@ -163,12 +121,12 @@ func Convert(nodes []*Node) (*Result, error) {
 func (c *converter) shareVIPs() {
 	count := map[string]int{}
 	for _, s := range c.res.Config.Services {
-		count[s.VIPs[0]]++
+		count[s.VIP]++
 	}
 	for i := range c.res.Config.Services {
 		s := &c.res.Config.Services[i]
-		if count[s.VIPs[0]] > 1 {
-			s.SharingKey = "vip-" + strings.NewReplacer(".", "-", ":", "-").Replace(s.VIPs[0])
+		if count[s.VIP] > 1 {
+			s.SharingKey = "vip-" + strings.NewReplacer(".", "-", ":", "-").Replace(s.VIP)
 		}
 	}
 }
@@ -261,7 +219,7 @@ func (c *converter) virtualServer(vs *Node) error {
 	if err != nil || len(fes) == 0 {
 		return err
 	}
-	tmpl := Service{Scheduler: string(proxy.WeightedRoundRobin), Method: string(proxy.NAT)}
+	tmpl := lb.ServiceInput{Scheduler: string(proxy.WeightedRoundRobin), Method: string(proxy.NAT)}
 	proto := "TCP"
 	interval := ""
 	var real []*Node
@@ -289,7 +247,7 @@ func (c *converter) virtualServer(vs *Node) error {
 			if _, err := strconv.Atoi(arg(k)); err != nil {
 				return convErr(k, k.Name, arg(k), "want seconds")
 			}
-			tmpl.Affinity = &Affinity{Type: "ClientIP", Timeout: arg(k) + "s"}
+			tmpl.Affinity = &lb.AffinityInput{Type: "ClientIP", Timeout: arg(k) + "s"}
 		case "protocol":
 			switch strings.ToUpper(arg(k)) {
 			case "TCP", "UDP", "SCTP":
@@ -307,7 +265,7 @@ func (c *converter) virtualServer(vs *Node) error {
 			c.unsupported(k, "no edgelb equivalent")
 		}
 	}
-	var health *HealthCheck
+	var health *lb.HealthCheckInput
 	var healthFrom *Node
 	for _, rs := range real {
 		if len(rs.Args) != 2 {
@@ -317,7 +275,7 @@ func (c *converter) virtualServer(vs *Node) error {
 		if err != nil {
 			return err
 		}
-		b := Backend{Address: f.addr.String(), Port: f.port, Weight: 1}
+		b := lb.BackendInput{Address: f.addr.String(), Port: int64(f.port), Weight: new(int64(1))}
 		for _, k := range rs.Children {
 			switch k.Name {
 			case "weight":
@@ -325,7 +283,7 @@ func (c *converter) virtualServer(vs *Node) error {
 				if err != nil || w < 0 {
 					return convErr(k, "weight", arg(k), "want 0 or more")
 				}
-				b.Weight = w
+				b.Weight = &w
 			case "TCP_CHECK", "HTTP_GET", "SSL_GET":
 				h, err := c.checker(k, interval)
 				if err != nil {
@@ -334,7 +292,7 @@ func (c *converter) virtualServer(vs *Node) error {
 				switch {
 				case health == nil:
 					health, healthFrom = h, k
-				case *health != *h:
+				case !sameCheck(health, h):
 					c.unsupported(k, fmt.Sprintf("edgelb runs one check per service; the one from line %d is used", healthFrom.Line))
 				}
 			default:
@@ -350,8 +308,8 @@ func (c *converter) virtualServer(vs *Node) error {
 	for _, fe := range fes {
 		s := tmpl
 		s.Name = serviceName(fe, proto)
-		s.VIPs = []string{fe.addr.String()}
-		s.Ports = []Port{{Port: fe.port, Protocol: proto}}
+		s.VIP = fe.addr.String()
+		s.Ports = []lb.PortInput{{Port: int64(fe.port), Protocol: proto}}
 		c.vips[fe.addr] = true
 		c.res.Config.Services = append(c.res.Config.Services, s)
 		c.svcNodes = append(c.svcNodes, vs)
@@ -359,13 +317,27 @@ func (c *converter) virtualServer(vs *Node) error {
 	return nil
 }
 
+// sameCheck: two real servers' checkers are one check.
+func sameCheck(a, b *lb.HealthCheckInput) bool {
+	ia, ib := *a, *b
+	ia.Fall, ib.Fall = nil, nil
+	fa, fb := int64(0), int64(0)
+	if a.Fall != nil {
+		fa = *a.Fall
+	}
+	if b.Fall != nil {
+		fb = *b.Fall
+	}
+	return ia == ib && fa == fb
+}
+
 func serviceName(fe frontend, proto string) string {
 	a := strings.NewReplacer(".", "-", ":", "-").Replace(fe.addr.String())
 	return fmt.Sprintf("vs-%s-%d-%s", a, fe.port, strings.ToLower(proto))
 }
 
-func (c *converter) checker(k *Node, interval string) (*HealthCheck, error) {
-	h := &HealthCheck{Type: "tcp", Interval: interval}
+func (c *converter) checker(k *Node, interval string) (*lb.HealthCheckInput, error) {
+	h := &lb.HealthCheckInput{Type: "tcp", Interval: interval}
 	if k.Name != "TCP_CHECK" {
 		h.Type = "http"
 		if k.Name == "SSL_GET" {
@@ -378,14 +350,14 @@ func (c *converter) checker(k *Node, interval string) (*HealthCheck, error) {
 		case "connect_timeout":
 			h.Timeout, err = seconds(o)
 		case "connect_port":
-			h.Port, err = strconv.Atoi(arg(o))
+			h.Port, err = strconv.ParseInt(arg(o), 10, 64)
 			if err == nil && (h.Port < 1 || h.Port > 65535) {
 				err = convErr(o, o.Name, arg(o), "want 1..65535")
 			}
 		case "retry", "nb_get_retry":
-			var r int
-			if r, err = strconv.Atoi(arg(o)); err == nil && r > 0 {
-				h.Fall = r
+			var r int64
+			if r, err = strconv.ParseInt(arg(o), 10, 64); err == nil && r > 0 {
+				h.Fall = &r
 			}
 		case "url":
 			if h.Type == "tcp" {
@@ -401,7 +373,7 @@ func (c *converter) checker(k *Node, interval string) (*HealthCheck, error) {
 				case "path":
 					h.Path = arg(u)
 				case "status_code":
-					h.ExpectStatus, err = strconv.Atoi(arg(u))
+					h.ExpectStatus, err = strconv.ParseInt(arg(u), 10, 64)
 				default:
 					c.unsupported(u, "edgelb checks the status code only")
 				}

@@ -41,7 +41,7 @@ func TestReadCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Pools) != 1 || res.Pools[0].AutoAssign || res.Announce.BGP == nil || res.Announce.BGP.Peers[0].ASN != 64501 {
+	if len(res.Pools) != 1 || *res.Pools[0].AutoAssign || res.Announce.BGP == nil || res.Announce.BGP.Peers[0].ASN != 64501 {
 		t.Fatalf("result %+v", res)
 	}
 	if got := fields(res.Unsupported); strings.Join(got, ",") != "BGPPeer/tor spec.bfdProfile" {

@@ -11,49 +11,14 @@ import (
 	"github.com/edgelb/edgelb/lb"
 )
 
-// Pool is an edgelb pool (config `pools[]` and the IPPool spec alike).
-type Pool struct {
-	Name          string         `json:"name"`
-	Addresses     []string       `json:"addresses"`
-	AutoAssign    bool           `json:"autoAssign"`
-	AvoidBuggyIPs bool           `json:"avoidBuggyIPs,omitempty"`
-	Advertisement *Advertisement `json:"advertisement,omitempty"`
-	// ServiceAllocation is MetalLB's, carried over whole (allocation.go).
-	ServiceAllocation *lb.ServiceAllocation `json:"serviceAllocation,omitempty"`
-}
-
-// Advertisement is a pool's BGP route attributes.
-type Advertisement struct {
-	Communities       []string `json:"communities,omitempty"`
-	LargeCommunities  []string `json:"largeCommunities,omitempty"`
-	LocalPref         int64    `json:"localPref,omitempty"`
-	AggregationLength int      `json:"aggregationLength,omitempty"`
-}
-
-// Peer is one config `announce.bgp.peers[]`.
-type Peer struct {
-	Name            string `json:"name"`
-	Address         string `json:"address"`
-	ASN             int64  `json:"asn"`
-	Port            int64  `json:"port,omitempty"`
-	SourceAddress   string `json:"sourceAddress,omitempty"`
-	MultihopTTL     int64  `json:"multihopTTL,omitempty"`
-	Password        string `json:"password,omitempty"`
-	PasswordFile    string `json:"passwordFile,omitempty"`
-	HoldTime        string `json:"holdTime,omitempty"`
-	Keepalive       string `json:"keepalive,omitempty"`
-	GracefulRestart bool   `json:"gracefulRestart,omitempty"`
-	BFD             *BFD   `json:"bfd,omitempty"`
-}
-
-// BFD is config `announce.bgp.peers[].bfd`, from a BFDProfile.
-type BFD struct {
-	Enabled          bool   `json:"enabled"`
-	ReceiveInterval  string `json:"receiveInterval,omitempty"`
-	TransmitInterval string `json:"transmitInterval,omitempty"`
-	Multiplier       int64  `json:"multiplier,omitempty"`
-	Passive          bool   `json:"passive,omitempty"`
-}
+// Pool, Advertisement and Peer are lb's input schema: a config file's
+// pools[] and announce.bgp.peers[], and an IPPool's spec, field for field.
+type (
+	Pool          = lb.PoolInput
+	Advertisement = lb.AdvertisementInput
+	Peer          = lb.PeerInput
+	BFD           = lb.BFDInput
+)
 
 // BGP is config `announce.bgp`.
 type BGP struct {
@@ -250,12 +215,12 @@ func (c *converter) checkAddresses(o *Object, addrs []string) error {
 }
 
 func (c *converter) ipAddressPool(o *Object) error {
-	p := &Pool{Name: o.Name, Addresses: takeStrings(o.Spec, "addresses"), AutoAssign: true}
+	p := &Pool{Name: o.Name, Addresses: takeStrings(o.Spec, "addresses"), AutoAssign: new(true)}
 	if err := c.checkAddresses(o, p.Addresses); err != nil {
 		return err
 	}
 	if b, ok := takeBool(o.Spec, "autoAssign"); ok {
-		p.AutoAssign = b
+		p.AutoAssign = &b
 	}
 	p.AvoidBuggyIPs, _ = takeBool(o.Spec, "avoidBuggyIPs")
 	if sa, ok := take(o.Spec, "serviceAllocation"); ok {
@@ -274,12 +239,12 @@ func (c *converter) ipAddressPool(o *Object) error {
 // its protocol and BGP advertisements.
 func (c *converter) addressPool(o *Object) error {
 	proto := takeString(o.Spec, "protocol")
-	p := &Pool{Name: o.Name, Addresses: takeStrings(o.Spec, "addresses"), AutoAssign: true}
+	p := &Pool{Name: o.Name, Addresses: takeStrings(o.Spec, "addresses"), AutoAssign: new(true)}
 	if err := c.checkAddresses(o, p.Addresses); err != nil {
 		return err
 	}
 	if b, ok := takeBool(o.Spec, "autoAssign"); ok {
-		p.AutoAssign = b
+		p.AutoAssign = &b
 	}
 	p.AvoidBuggyIPs, _ = takeBool(o.Spec, "avoidBuggyIPs")
 	switch proto {
@@ -539,10 +504,10 @@ func (c *converter) applyAdvertisement(o *Object, path string, m map[string]any,
 	agg6, hasAgg6 := takeInt(m, "aggregationLengthV6")
 	if isV6Pool(p) {
 		if hasAgg6 && agg6 != 128 {
-			ad.AggregationLength = int(agg6)
+			ad.AggregationLength = agg6
 		}
 	} else if hasAgg && agg != 32 {
-		ad.AggregationLength = int(agg)
+		ad.AggregationLength = agg
 	}
 	ad.LocalPref, _ = takeInt(m, "localPref")
 	for _, cm := range takeStrings(m, "communities") {

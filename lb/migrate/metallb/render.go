@@ -33,15 +33,7 @@ type ipPool struct {
 	APIVersion string         `json:"apiVersion"`
 	Kind       string         `json:"kind"`
 	Metadata   map[string]any `json:"metadata"`
-	Spec       ipPoolSpec     `json:"spec"`
-}
-
-type ipPoolSpec struct {
-	Addresses         []string              `json:"addresses"`
-	AutoAssign        bool                  `json:"autoAssign"`
-	AvoidBuggyIPs     bool                  `json:"avoidBuggyIPs,omitempty"`
-	Advertisement     *Advertisement        `json:"advertisement,omitempty"`
-	ServiceAllocation *lb.ServiceAllocation `json:"serviceAllocation,omitempty"`
+	Spec       lb.PoolInput   `json:"spec"` // without name: metadata.name is the pool's
 }
 
 // Config renders the standalone config file: pools keep only their
@@ -67,8 +59,8 @@ func (r *Result) Objects() ([]byte, error) {
 	var buf bytes.Buffer
 	for i, p := range r.Pools {
 		o := ipPool{APIVersion: "edgelb.io/v1alpha1", Kind: "IPPool", Metadata: map[string]any{"name": p.Name},
-			Spec: ipPoolSpec{Addresses: p.Addresses, AutoAssign: p.AutoAssign, AvoidBuggyIPs: p.AvoidBuggyIPs, Advertisement: p.Advertisement,
-				ServiceAllocation: p.ServiceAllocation}}
+			Spec: p}
+		o.Spec.Name = ""
 		b, err := yaml.Marshal(o)
 		if err != nil {
 			return nil, err

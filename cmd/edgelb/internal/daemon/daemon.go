@@ -46,15 +46,6 @@ type Options struct {
 func Run(ctx context.Context, o Options) error {
 	log := o.Logger
 	var up startup
-	var configSize int64
-	if st, err := os.Stat(o.ConfigPath); err == nil {
-		configSize = st.Size()
-	}
-	heap := prepareStartHeap(startHeapRoom(configSize))
-	defer heap.end()
-	// Also if the first apply never succeeds: huge pages left requested
-	// would let khugepaged grow the steady heap (startheap.go).
-	defer time.AfterFunc(startHeapLimit, heap.end).Stop()
 	cfg, err := config.Load(o.ConfigPath)
 	if err != nil {
 		return err
@@ -65,7 +56,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	up.mark("checks")
-	for _, f := range findings {
+	for _, f := range append(findings, preflight.APIFindings(cfg)...) {
 		lvl := slog.LevelInfo
 		if f.Severity >= hostcheck.Warn {
 			lvl = slog.LevelWarn
@@ -92,14 +83,24 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	trail, err := openAudit(cfg, reg, log)
+	if err != nil {
+		return err
+	}
 	// The one writer: the standalone engine, or the Kubernetes controller.
 	var w *writer
 	if cfg.Kubernetes.Enabled {
-		w, err = kubernetesWriter(cfg, nodeAddrs, reg, log)
+		w, err = kubernetesWriter(cfg, nodeAddrs, reg, trail, log)
 	} else {
-		w, err = standaloneWriter(cfg, nodeAddrs, reg, log)
+		w, err = standaloneWriter(ctx, cfg, nodeAddrs, reg, trail, log)
 	}
 	if err != nil {
+		if ctx.Err() != nil {
+			// SIGTERM while waiting for the store (a fleet's etcd): a
+			// stop asked for, not a failure.
+			log.Info("stopped during start-up", "waiting for", err)
+			return nil
+		}
 		return err
 	}
 	defer w.close()
@@ -108,6 +109,10 @@ func Run(ctx context.Context, o Options) error {
 	engDone := make(chan struct{})
 	go func() { defer close(engDone); w.run(engCtx) }()
 	if err := w.start(ctx); err != nil {
+		if ctx.Err() != nil {
+			log.Info("stopped during start-up", "waiting for", err)
+			return nil
+		}
 		return err
 	}
 	up.mark("writer")
@@ -193,7 +198,9 @@ func Run(ctx context.Context, o Options) error {
 		Manager: w.manager, Flows: flows, Reporters: reporters, Gatherer: reg, Registerer: reg,
 		Health: healthAPI(checker), StoreHealth: w.storeHealth, StoreRevision: w.storeRevision,
 		Fleet: w.fleet, FleetName: w.fleetName,
-		Token: string(cfg.API.Token), Listen: cfg.API.Listen.String(), TLS: tlsConfig(cfg.API.TLS),
+		Token: string(cfg.API.Token), Tokens: apiTokens(cfg.API), AnonymousReads: cfg.API.AnonymousReads,
+		Audit: trail, StoreTrouble: w.storeTrouble,
+		Listen: cfg.API.Listen.String(), TLS: tlsConfig(cfg.API.TLS),
 		FlowWatchIdle: flowWatchIdle(cfg.API.LiveFlows),
 		Ready:         started.ready(fx.Ready),
 		Logger:        log.With("component", "api"),
@@ -209,9 +216,7 @@ func Run(ctx context.Context, o Options) error {
 		fx.Run(runCtx, w.desired, func() {
 			notify.Ready("serving")
 			up.mark("apply")
-			heap.end()
-			gc := steadyGC()
-			log.Info("dataplane converged; ready", append([]any{"dataplane", dp.Name()}, append(up.fields(), "gcPercent", gc)...)...)
+			log.Info("dataplane converged; ready", append([]any{"dataplane", dp.Name()}, up.fields()...)...)
 			up.register(reg)
 			started.Store(true)
 		})
@@ -289,5 +294,5 @@ func reload(ctx context.Context, path string, old *config.Config, w *writer, log
 	if w.syncConfig == nil {
 		return nil
 	}
-	return w.syncConfig(ctx, cfg.Pools, cfg.Services)
+	return w.syncConfig(withActor(ctx, actorReload), cfg.Pools, cfg.Services)
 }

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"log/slog"
 	"os"
 
@@ -11,8 +12,8 @@ import (
 // openStore opens the state store the config names: this gateway's bbolt
 // file, or the etcd cluster a fleet shares (no fresh-store check there: the
 // fleet's state lives on without this gateway, and an empty prefix is a new
-// fleet).
-func openStore(cfg *config.Config, log *slog.Logger) (store.Store, error) {
+// fleet). It waits for etcd until ctx ends (SIGTERM during start-up).
+func openStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (store.Store, error) {
 	if cfg.State.Type != config.StateEtcd {
 		return openBolt(cfg, log)
 	}
@@ -21,7 +22,7 @@ func openStore(cfg *config.Config, log *slog.Logger) (store.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := store.OpenEtcd(store.EtcdOptions{Endpoints: et.Endpoints, TLS: tc, Prefix: et.Prefix, Gateway: fleetName(et),
+	st, err := store.OpenEtcd(ctx, store.EtcdOptions{Endpoints: et.Endpoints, TLS: tc, Prefix: et.Prefix, Gateway: fleetName(et),
 		Logger: log.With("component", "store")})
 	if err != nil {
 		return nil, err

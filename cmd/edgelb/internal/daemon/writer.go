@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/edgelb/edgelb/lb"
+	"github.com/edgelb/edgelb/lb/audit"
 	"github.com/edgelb/edgelb/lb/config"
 	"github.com/edgelb/edgelb/lb/engine"
 	"github.com/edgelb/edgelb/lb/k8s"
@@ -37,8 +38,11 @@ type writer struct {
 	// storeHealth and storeRevision: a fleet's shared store (nil otherwise).
 	storeHealth   func() error
 	storeRevision func() int64
-	fleet         func(context.Context) ([]store.GatewayStatus, error)
-	fleetName     string
+	// storeTrouble: the last store commit's failure (nil: none or not the
+	// engine's mode).
+	storeTrouble func() error
+	fleet        func(context.Context) ([]store.GatewayStatus, error)
+	fleetName    string
 }
 
 // openBolt opens this gateway's own state file (state.type bbolt).
@@ -60,8 +64,8 @@ func openBolt(cfg *config.Config, log *slog.Logger) (store.Store, error) {
 	return st, nil
 }
 
-func standaloneWriter(cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus.Registerer, log *slog.Logger) (*writer, error) {
-	st, err := openStore(cfg, log)
+func standaloneWriter(ctx context.Context, cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus.Registerer, trail audit.Recorder, log *slog.Logger) (*writer, error) {
+	st, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return nil, err
 	}
@@ -74,6 +78,7 @@ func standaloneWriter(cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus
 		Check:         engineCheck(cfg),
 		ConfigFile:    cfg.File,
 		Fleet:         cfg.State.Type == config.StateEtcd,
+		Audit:         trail,
 		Logger:        log.With("component", "engine"),
 	})
 	if err != nil {
@@ -87,17 +92,18 @@ func standaloneWriter(cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus
 				log.Error("engine stopped", "err", err)
 			}
 		},
-		setHealth:  eng.SetBackendHealth,
-		syncConfig: eng.SyncConfig,
-		setRefused: eng.SetRefused,
-		close:      func() { st.Close() },
+		setHealth:    eng.SetBackendHealth,
+		syncConfig:   eng.SyncConfig,
+		setRefused:   eng.SetRefused,
+		storeTrouble: eng.StoreTrouble,
+		close:        func() { st.Close() },
 	}
 	if sh, ok := st.(store.Shared); ok {
 		w.storeHealth, w.storeRevision, w.fleet = sh.Health, sh.Revision, sh.Fleet
 		w.fleetName = fleetName(cfg.State.Etcd)
 	}
 	w.start = func(ctx context.Context) error {
-		if err := eng.SyncConfig(ctx, cfg.Pools, cfg.Services); err != nil {
+		if err := eng.SyncConfig(withActor(ctx, actorStartup), cfg.Pools, cfg.Services); err != nil {
 			return fmt.Errorf("apply config: %w", err)
 		}
 		// Subscribe only now: its first value is the state with the config
@@ -110,7 +116,7 @@ func standaloneWriter(cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus
 	return w, nil
 }
 
-func kubernetesWriter(cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus.Registerer, log *slog.Logger) (*writer, error) {
+func kubernetesWriter(cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus.Registerer, trail audit.Recorder, log *slog.Logger) (*writer, error) {
 	var rc *rest.Config
 	var err error
 	if cfg.Kubernetes.Kubeconfig != "" {
