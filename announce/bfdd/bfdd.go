@@ -19,6 +19,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // DefaultBinary is where Debian's frr package puts bfdd.
@@ -62,12 +64,13 @@ type Runner interface {
 
 // Daemon runs and supervises one bfdd.
 type Daemon struct {
-	opts Options
-	log  *slog.Logger
-	vty  *vty
-	uid  int
-	gid  int
-	usr  string
+	opts   Options
+	log    *slog.Logger
+	vty    *vty
+	uid    int
+	gid    int
+	groups []uint32 // frr's supplementary groups (frrvty: bfdd checks it)
+	usr    string
 	// tempDir is removed by Close (Options.Dir was empty).
 	tempDir string
 
@@ -120,6 +123,12 @@ func Start(opts Options) (*Daemon, error) {
 		d.usr = "frr"
 		d.uid, _ = strconv.Atoi(u.Uid)
 		d.gid, _ = strconv.Atoi(u.Gid)
+		gids, _ := u.GroupIds()
+		for _, g := range gids {
+			if n, err := strconv.Atoi(g); err == nil {
+				d.groups = append(d.groups, uint32(n))
+			}
+		}
 	} else if u, err := user.Current(); err == nil {
 		d.usr = u.Username
 	}
@@ -192,6 +201,16 @@ func (d *Daemon) supervise() {
 func (d *Daemon) runOnce() error {
 	cmd := exec.Command(d.opts.Binary, d.args()...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if d.uid >= 0 {
+		// Started as frr already, with the capabilities bfdd keeps
+		// (CAP_NET_BIND_SERVICE, CAP_NET_RAW, CAP_SYS_ADMIN), rather than
+		// letting bfdd switch users itself: a credential change clears the
+		// parent-death signal, and a bfdd that outlived a killed edgelb would
+		// keep telling the router the gateway is alive (and hold the BFD port
+		// against the next edgelb's bfdd). Go sets the signal after the switch.
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(d.uid), Gid: uint32(d.gid), Groups: d.groups}
+		cmd.SysProcAttr.AmbientCaps = []uintptr{unix.CAP_NET_BIND_SERVICE, unix.CAP_NET_RAW, unix.CAP_SYS_ADMIN}
+	}
 	cmd.Env = slices.DeleteFunc(os.Environ(), func(s string) bool {
 		return strings.HasPrefix(s, "NOTIFY_SOCKET=") || strings.HasPrefix(s, "LISTEN_")
 	})

@@ -45,8 +45,11 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -55,6 +58,7 @@ import (
 
 	"github.com/edgelb/edgelb/lab/netns"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 const (
@@ -356,7 +360,37 @@ func (l *lab) kill(i int) time.Time {
 	p := l.daemons[i]
 	p.cmd.Process.Kill()
 	<-p.done
+	// edgelb's bfdd dies with it (parent-death signal): an orphan would
+	// answer for the dead gateway and hold the BFD port against the next.
+	deadline := time.Now().Add(10 * time.Second) // a hang guard
+	for l.bfddIn(l.gws[i]) > 0 {
+		if time.Now().After(deadline) {
+			l.t.Fatalf("gw%d: bfdd still runs 10 s after edgelb was killed", i+1)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	return t0
+}
+
+// bfddIn counts the bfdd processes in a namespace.
+func (l *lab) bfddIn(ns *netns.NS) int {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(ns.Handle()), &st); err != nil {
+		l.t.Fatal(err)
+	}
+	want := fmt.Sprintf("net:[%d]", st.Ino)
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	n := 0
+	for _, p := range procs {
+		comm, err := os.ReadFile(p + "/comm")
+		if err != nil || strings.TrimSpace(string(comm)) != "bfdd" {
+			continue
+		}
+		if link, err := os.Readlink(p + "/ns/net"); err == nil && link == want {
+			n++
+		}
+	}
+	return n
 }
 
 // revive brings gateway i's links back (the kernel dropped their routes)
