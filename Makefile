@@ -63,7 +63,7 @@ test-k8s: $(TESTCHECK)
 # FRR and BIRD as BGP peers in namespaces.
 test-bgp: $(TESTCHECK)
 	lab/deps.sh bgp
-	set -o pipefail; $(GOTEST) -json -p 1 -tags bgp -run '^TestBGP' -timeout 20m $(PKGS) 2>&1 | $(REPORT)
+	set -o pipefail; $(GOTEST) -json -p 1 -tags bgp -run '^TestBGP' -timeout 40m $(PKGS) 2>&1 | $(REPORT)
 
 # Gateways killed with -9 on a shared bridge; failover times printed.
 test-failover: $(TESTCHECK)

@@ -68,10 +68,28 @@ type PeerState struct {
 	// Queue is what waits for the peer's acknowledgement (a sync peer's
 	// unacknowledged messages); nil where there is no such queue.
 	Queue *uint64 `json:"queue,omitempty"`
-	// BFD is the state of the peer's BFD session, empty without one: the
-	// place where a BGP reporter that runs BFD puts it (edgelb status shows
-	// it in the sessions table).
-	BFD string `json:"bfd,omitempty"`
+	// BFD is the peer's BFD session, for a BGP peer with BFD enabled.
+	BFD *BFDState `json:"bfd,omitempty"`
+}
+
+// BFDState is one BFD session (RFC 5880) guarding a BGP session.
+type BFDState struct {
+	// State is up, down, init, shutdown (AdminDown), or unknown while the
+	// BFD daemon does not answer.
+	State    string `json:"state"`
+	Multihop bool   `json:"multihop"`
+	// Detect is the local detection setting, "300ms x 3".
+	Detect string `json:"detect"`
+	// Diagnostic is why the session last went down, ours and the peer's.
+	Diagnostic       string `json:"diagnostic,omitempty"`
+	RemoteDiagnostic string `json:"remoteDiagnostic,omitempty"`
+	// Ups and Downs count transitions; each Down reset the BGP session.
+	Ups       uint64 `json:"ups"`
+	Downs     uint64 `json:"downs"`
+	RxPackets uint64 `json:"rxPackets"`
+	TxPackets uint64 `json:"txPackets"`
+	// LastDown is when edgelb saw the session go down (RFC 3339), if ever.
+	LastDown string `json:"lastDown,omitempty"`
 }
 
 // Reporter is implemented by announcers that can describe their state.

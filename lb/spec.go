@@ -116,6 +116,17 @@ type PeerInput struct {
 	Keepalive       string `json:"keepalive,omitempty"`
 	Passive         bool   `json:"passive,omitempty"`
 	GracefulRestart bool   `json:"gracefulRestart,omitempty"`
+	// BFD guards the session with BFD (RFC 5880; RFC 5883 when multihop).
+	BFD *BFDInput `json:"bfd,omitempty"`
+}
+
+// BFDInput is a BGP peer's bfd: as written; durations like "300ms".
+type BFDInput struct {
+	Enabled          bool   `json:"enabled"`
+	ReceiveInterval  string `json:"receiveInterval,omitempty"`
+	TransmitInterval string `json:"transmitInterval,omitempty"`
+	Multiplier       int64  `json:"multiplier,omitempty"`
+	Passive          bool   `json:"passive,omitempty"`
 }
 
 // DefaultAffinityTimeout is ClientIP affinity's timeout when none is given.

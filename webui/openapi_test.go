@@ -125,7 +125,7 @@ func TestOpenAPISchemasMatchDTOs(t *testing.T) {
 		"ServiceSpec": ServiceSpec{}, "PortSpec": PortSpec{}, "BackendSpec": BackendSpec{}, "HealthCheckSpec": HealthCheckSpec{},
 		"ServiceStatus": ServiceStatus{}, "Flow": Flow{}, "FlowList": FlowList{}, "VIPStats": VIPStats{},
 		"BackendStats": BackendStats{}, "AnnounceStatus": announce.Status{}, "PeerState": announce.PeerState{},
-		"Snapshot": Snapshot{}, "Delta": Delta{}, "AuditList": AuditList{}, "AuditEntry": audit.Entry{},
+		"BFDState": announce.BFDState{}, "Snapshot": Snapshot{}, "Delta": Delta{}, "AuditList": AuditList{}, "AuditEntry": audit.Entry{},
 	} {
 		sch, ok := doc.Components.Schemas[name]
 		if !ok {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/edgelb/edgelb/announce/bfdd"
 	"github.com/edgelb/edgelb/lb/fielderr"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -41,7 +42,33 @@ type Config struct {
 	Logger      *slog.Logger
 	// Registerer receives the metrics; nil registers nothing.
 	Registerer prometheus.Registerer
+	// BFD runs the BFD sessions of the peers with BFD set (required then;
+	// the speaker closes it). The daemon passes a supervised FRR bfdd.
+	BFD bfdd.Runner
+	// BFDPoll is how often the BFD sessions' states are read (default
+	// 50 ms): a Down seen here resets the BGP session.
+	BFDPoll time.Duration
 }
+
+// BFD guards a peer's session with BFD (RFC 5880; RFC 5881 single-hop, or
+// RFC 5883 multihop when the peer is multihop). BFD Down resets the BGP
+// session at once instead of waiting for the hold time.
+type BFD struct {
+	// ReceiveInterval and TransmitInterval (default 300 ms each) and
+	// Multiplier (default 3) give a detection time of 900 ms.
+	ReceiveInterval  time.Duration
+	TransmitInterval time.Duration
+	Multiplier       uint8
+	// Passive waits for the router's first BFD packet before sending.
+	Passive bool
+}
+
+// BFD defaults (MetalLB's and FRR's profile defaults).
+const (
+	DefaultBFDInterval   = 300 * time.Millisecond
+	DefaultBFDMultiplier = 3
+	DefaultBFDPoll       = 50 * time.Millisecond
+)
 
 // Peer is one BGP neighbour. A session carries the unicast family of the
 // peer's address: IPv4 VIPs go to IPv4 peers, IPv6 VIPs to IPv6 peers.
@@ -71,6 +98,34 @@ type Peer struct {
 	// notification extension of RFC 8538), so the peer keeps our routes
 	// while edgelb restarts after Close(false).
 	GracefulRestart bool
+	// BFD, when set, runs a BFD session with the peer.
+	BFD *BFD
+}
+
+// bfdSession is the peer's BFD session as bfdd takes it.
+func (p Peer) bfdSession() bfdd.Session {
+	b := *p.BFD
+	s := bfdd.Session{Peer: p.Address.Unmap(), RxInterval: b.ReceiveInterval, TxInterval: b.TransmitInterval,
+		Multiplier: b.Multiplier, Passive: b.Passive, Multihop: p.MultihopTTL > 1}
+	if s.RxInterval == 0 {
+		s.RxInterval = DefaultBFDInterval
+	}
+	if s.TxInterval == 0 {
+		s.TxInterval = DefaultBFDInterval
+	}
+	if s.Multiplier == 0 {
+		s.Multiplier = DefaultBFDMultiplier
+	}
+	if p.SourceAddress.IsValid() {
+		s.Local = p.SourceAddress.Unmap()
+	}
+	if s.Multihop {
+		// Accept packets that crossed as many hops as the BGP session may
+		// (RFC 5883 leaves the check to the configuration): TTL 255 sent,
+		// at least 256-MultihopTTL left on arrival.
+		s.MinTTL = uint8(max(1, min(254, 256-int(p.MultihopTTL))))
+	}
+	return s
 }
 
 func (p Peer) port() uint16 {
@@ -172,6 +227,13 @@ func (c Config) validate() error {
 		}
 		if cr := p.connectRetry(); cr < time.Second || cr%time.Second != 0 {
 			errs = append(errs, fieldErr(f("connectRetry"), p.ConnectRetry.String(), "want whole seconds, at least 1s"))
+		}
+		if p.BFD != nil {
+			if c.BFD == nil {
+				errs = append(errs, fieldErr(f("bfd"), "enabled", "no BFD runner given"))
+			} else if err := p.bfdSession().Validate(); err != nil {
+				errs = append(errs, fieldErr(f("bfd"), "enabled", "%v", err))
+			}
 		}
 		if p.Passive && c.ListenPort <= 0 {
 			errs = append(errs, fieldErr(f("passive"), "true", "a passive peer needs listenPort"))

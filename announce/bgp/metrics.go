@@ -12,6 +12,9 @@ type metrics struct {
 	established *prometheus.CounterVec // peer
 	routes      *prometheus.GaugeVec   // family
 	updates     *prometheus.CounterVec // op: announce, withdraw
+	// BFD, for peers with BFD on.
+	bfdUp          *prometheus.GaugeVec   // peer
+	bfdTransitions *prometheus.CounterVec // peer, to: up, down
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -24,13 +27,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Prefixes edgelb advertises to its peers, by family."}, []string{"family"}),
 		updates: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgelb_bgp_route_changes_total",
 			Help: "Prefixes announced (new or changed attributes) and withdrawn."}, []string{"op"}),
+		bfdUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edgelb_bgp_bfd_session_up",
+			Help: "1 while the BFD session guarding the BGP peer is Up (peers with BFD on only)."}, []string{"peer"}),
+		bfdTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgelb_bgp_bfd_transitions_total",
+			Help: "BFD session transitions to up and to down; each down reset the BGP session."}, []string{"peer", "to"}),
 	}
 	m.routes.WithLabelValues("ipv4")
 	m.routes.WithLabelValues("ipv6")
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.up, m.established, m.routes, m.updates} {
+	for _, c := range []prometheus.Collector{m.up, m.established, m.routes, m.updates, m.bfdUp, m.bfdTransitions} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {

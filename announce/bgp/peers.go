@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/edgelb/edgelb/announce"
 	api "github.com/osrg/gobgp/v3/api"
 	gobgplog "github.com/osrg/gobgp/v3/pkg/log"
 	"github.com/osrg/gobgp/v3/pkg/packet/bgp"
@@ -44,6 +45,8 @@ type PeerStatus struct {
 	LastErrorAt time.Time
 	// Established counts the times the session came up.
 	Established int
+	// BFD is the peer's BFD session (nil: BFD off for this peer).
+	BFD *announce.BFDState
 }
 
 // peerState is PeerStatus plus bookkeeping; guarded by Speaker.mu.
@@ -53,6 +56,7 @@ type peerState struct {
 	started bool     // added to GoBGP
 	logged  string   // last error written to the log (each distinct error once)
 	recent  []string // errors since the session was last Established, for the "down" log line
+	bfd     *bfdStatus
 }
 
 func sessionState(s api.PeerState_SessionState) string {

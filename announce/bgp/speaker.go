@@ -37,6 +37,7 @@ type Speaker struct {
 	srv       *server.BgpServer
 	m         *metrics
 	stopWatch context.CancelFunc
+	stopBFD   func() // stops the BFD watcher; nil without BFD peers
 
 	// opMu serialises SetVIPs and Close: the changes to GoBGP's RIB and
 	// peers. It is taken before mu, never after.
@@ -138,6 +139,11 @@ func New(cfg Config) (*Speaker, error) {
 		cancel()
 		_ = s.srv.StopBgp(ctx, &api.StopBgpRequest{})
 		return nil, fmt.Errorf("bgp: watch peer events: %w", err)
+	}
+	if err := s.startBFD(); err != nil {
+		cancel()
+		_ = s.srv.StopBgp(ctx, &api.StopBgpRequest{})
+		return nil, err
 	}
 	s.log.Info("bgp speaker started", "asn", cfg.LocalASN, "routerID", cfg.RouterID, "listenPort", g.ListenPort, "peers", len(cfg.Peers))
 	return s, nil
@@ -309,6 +315,9 @@ func (s *Speaker) Close(withdraw bool) error {
 		return nil
 	}
 	s.closed = true
+	if s.stopBFD != nil {
+		s.stopBFD()
+	}
 	if !withdraw {
 		s.log.Info("bgp speaker closed without withdrawing: sessions stay up until the process exits",
 			"routes", len(s.adv))
@@ -328,6 +337,13 @@ func (s *Speaker) Close(withdraw bool) error {
 	}
 	if err := s.srv.StopBgp(ctx, &api.StopBgpRequest{}); err != nil {
 		errs = append(errs, fmt.Errorf("bgp: stop: %w", err))
+	}
+	// BFD after BGP: the Cease went out first, so the router does not
+	// count our session's end as a failure.
+	if s.cfg.BFD != nil {
+		if err := s.cfg.BFD.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("bgp: stop bfd: %w", err))
+		}
 	}
 	s.stopWatch()
 	n := len(s.adv)
@@ -349,7 +365,12 @@ func (s *Speaker) Peers() []PeerStatus {
 	defer s.mu.Unlock()
 	out := make([]PeerStatus, 0, len(s.order))
 	for _, a := range s.order {
-		out = append(out, s.peers[a].PeerStatus)
+		p := s.peers[a]
+		ps := p.PeerStatus
+		if p.bfd != nil {
+			ps.BFD = p.bfd.report()
+		}
+		out = append(out, ps)
 	}
 	return out
 }
@@ -368,7 +389,8 @@ func (s *Speaker) Status() announce.Status {
 	now := time.Now()
 	st := announce.Status{Kind: "bgp", Owned: s.Advertised()}
 	for _, p := range s.Peers() {
-		ps := announce.PeerState{Name: p.Name, Address: netip.AddrPortFrom(p.Address, p.Port).String(), State: p.State, Since: p.Since}
+		ps := announce.PeerState{Name: p.Name, Address: netip.AddrPortFrom(p.Address, p.Port).String(), State: p.State, Since: p.Since,
+			BFD: p.BFD}
 		switch {
 		case p.State == StateEstablished:
 			ps.Detail = fmt.Sprintf("up %s, AS %d, from %s", now.Sub(p.Since).Round(time.Second), p.ASN, p.LocalAddress)
@@ -376,6 +398,13 @@ func (s *Speaker) Status() announce.Status {
 			ps.Detail = fmt.Sprintf("%s (%s ago)", p.LastError, now.Sub(p.LastErrorAt).Round(time.Second))
 		default:
 			ps.Detail = p.LastError
+		}
+		if b := p.BFD; b != nil {
+			// The page and `edgelb status` show Detail; the REST field has it all.
+			ps.Detail += fmt.Sprintf("; BFD %s (%s)", b.State, b.Detect)
+			if b.State != "up" && b.Diagnostic != "" {
+				ps.Detail += ": " + b.Diagnostic
+			}
 		}
 		st.Peers = append(st.Peers, ps)
 	}

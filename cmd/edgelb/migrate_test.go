@@ -36,12 +36,16 @@ func TestMigrateMetalLBPassesCheck(t *testing.T) {
 	if chk, err := run(t, "check", "--no-host", "--config", cfg); err != nil {
 		t.Fatalf("edgelb check refused the migrated config: %v\n%s\n%s", err, chk, out)
 	}
+	// The BFDProfile is carried onto the peer that names it.
+	if !strings.Contains(out, "bfd:") || !strings.Contains(out, "receiveInterval: 380ms") {
+		t.Errorf("BFDProfile not carried:\n%s", out)
+	}
 	rep, err := os.ReadFile(report)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"NOTE IPAddressPool/ns-pool", "spec.serviceAllocation: namespaces and selectors are kept", "spec.bfdProfile",
-		"BFDProfile/full", "spec.peers", "spec.nodeSelectors", "spec.ipAddressPools", "SKIPPED"} {
+	for _, f := range []string{"NOTE IPAddressPool/ns-pool", "spec.serviceAllocation: namespaces and selectors are kept",
+		"BFDProfile/full (../../lb/migrate/metallb/testdata/bgp.yaml:3) spec.echoMode", "spec.peers", "spec.nodeSelectors", "spec.ipAddressPools", "SKIPPED"} {
 		if !strings.Contains(string(rep), f) {
 			t.Errorf("report does not name %s:\n%s", f, rep)
 		}

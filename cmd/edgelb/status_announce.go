@@ -99,7 +99,7 @@ func announcements(as []announce.Status, vips map[string]string) statusAnnouncem
 		case "bgp":
 			bgp = a
 			for _, p := range a.Peers {
-				s := statusSession{Name: p.Name, Address: p.Address, State: p.State, Since: p.Since, BFD: p.BFD, Detail: p.Detail}
+				s := statusSession{Name: p.Name, Address: p.Address, State: p.State, Since: p.Since, BFD: bfdCell(p.BFD), Detail: p.Detail}
 				out.Sessions = append(out.Sessions, s)
 			}
 		case "statesync":
@@ -228,4 +228,16 @@ func writeAnnouncementsTable(w io.Writer, a statusAnnouncements, now time.Time) 
 		}
 	}
 	return tw.Flush()
+}
+
+// bfdCell is the BFD column: the session's state and detection setting,
+// "up (300ms x 3)"; empty without BFD.
+func bfdCell(b *announce.BFDState) string {
+	if b == nil {
+		return ""
+	}
+	if b.Detect == "" {
+		return b.State
+	}
+	return b.State + " (" + b.Detect + ")"
 }

@@ -133,20 +133,21 @@ type lab struct {
 	daemons          []*proc
 	exe, sched       string
 	method           string
+	bfd              bool // BFD on every BGP session (failover_bgp_test.go)
 	frrDir           string
 	stopOnce         sync.Once
 	stopConnections  func()
 	connectionsStart time.Time
 }
 
-func newLab(t *testing.T, exe, sched, method string) *lab {
+func newLab(t *testing.T, exe, sched, method string, bfd bool) *lab {
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	l := &lab{t: t, exe: exe, sched: sched, method: method, daemons: make([]*proc, 3)}
+	l := &lab{t: t, exe: exe, sched: sched, method: method, bfd: bfd, daemons: make([]*proc, 3)}
 	l.router = netns.NewT(t, "ecr")
 	l.client = netns.NewT(t, "ecc")
 	l.backends = netns.NewT(t, "ecb")
@@ -230,6 +231,10 @@ func newLab(t *testing.T, exe, sched, method string) *lab {
 }
 
 func (l *lab) config(i int, dir string) string {
+	bfd := ""
+	if l.bfd {
+		bfd = "\n        bfd: {enabled: true}"
+	}
 	var bs []string
 	for b := range nBackends {
 		bs = append(bs, fmt.Sprintf("{address: %q}", backend(b)))
@@ -254,7 +259,7 @@ announce:
     peers:
       - name: r
         address: %s
-        asn: 64500
+        asn: 64500%s
 dataplane:
   mode: nftables
   nodeAddresses: ["%s"]
@@ -263,7 +268,7 @@ api:
   tokenFile: %s
 state:
   dir: %s
-`, vip, strings.Join(bs, ", "), l.sched, l.method, gwAddr(i).Addr(), routerG.Addr(), gwAddr(i).Addr(),
+`, vip, strings.Join(bs, ", "), l.sched, l.method, gwAddr(i).Addr(), routerG.Addr(), bfd, gwAddr(i).Addr(),
 		filepath.Join(dir, "token"), filepath.Join(dir, "state"))
 }
 
@@ -301,7 +306,7 @@ func (l *lab) startServers() {
 
 func (l *lab) startFRR() {
 	t := l.t
-	for _, d := range []string{"zebra", "bgpd"} {
+	for _, d := range []string{"zebra", "bgpd", "bfdd"} {
 		if _, err := os.Stat("/usr/lib/frr/" + d); err != nil {
 			t.Skipf("FRR %s not installed (lab/deps.sh bgp)", d)
 		}
@@ -325,9 +330,14 @@ func (l *lab) startFRR() {
 	var nb []string
 	for i := range 3 {
 		nb = append(nb, fmt.Sprintf(" neighbor %s remote-as 64512\n neighbor %s timers connect 1\n", gwAddr(i).Addr(), gwAddr(i).Addr()))
+		if l.bfd {
+			// FRR's BFD defaults: 300 ms × 3, as edgelb's.
+			nb = append(nb, fmt.Sprintf(" neighbor %s bfd\n", gwAddr(i).Addr()))
+		}
 	}
 	confs := map[string]string{
 		"zebra.conf": "hostname r\n",
+		"bfdd.conf":  "hostname r\n",
 		"bgpd.conf": fmt.Sprintf(`hostname r
 router bgp 64500
  bgp router-id %s
@@ -360,6 +370,10 @@ router bgp 64500
 			t.Fatal("zebra did not open its zserv socket in 10 s")
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	if l.bfd {
+		// bgpd asks bfdd for sessions through zebra.
+		start(t, l.router, "bfdd", append(common("bfdd"), "--bfdctl", filepath.Join(dir, "bfdd.sock"))...)
 	}
 	start(t, l.router, "bgpd", common("bgpd")...)
 }
@@ -559,7 +573,7 @@ func (l *lab) tracked(i int) int {
 const settle = 4 * time.Second
 
 func runECMP(t *testing.T, exe, sched, method string) {
-	l := newLab(t, exe, sched, method)
+	l := newLab(t, exe, sched, method, false)
 	for i, gw := range l.gws {
 		v, err := gw.ReadSysctl("net.netfilter.nf_conntrack_tcp_loose")
 		if err != nil || strings.TrimSpace(v) != "1" {

@@ -141,6 +141,18 @@ type BGPPeer struct {
 	// Passive waits for the peer to connect (needs BGP.ListenPort).
 	Passive         bool
 	GracefulRestart bool
+	// BFD guards the session with BFD (nil: off).
+	BFD *BFD
+}
+
+// BFD is a BGP peer's BFD session (RFC 5880; RFC 5883 multihop when the
+// peer is multihop).
+type BFD struct {
+	ReceiveInterval  time.Duration
+	TransmitInterval time.Duration
+	Multiplier       int
+	// Passive waits for the router's first BFD packet.
+	Passive bool
 }
 
 // DataplaneMode chooses the kernel dataplane.
@@ -328,6 +340,8 @@ const (
 	DefaultSuspicionMult     = 2
 	DefaultBGPPort           = 179
 	DefaultHoldTime          = 90 * time.Second
+	DefaultBFDInterval       = 300 * time.Millisecond
+	DefaultBFDMultiplier     = 3
 	DefaultAffinityTimeout   = lb.DefaultAffinityTimeout
 	MaxAffinityTimeout       = 24 * time.Hour
 	DefaultCheckInterval     = lb.DefaultCheckInterval

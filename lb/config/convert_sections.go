@@ -174,6 +174,16 @@ func convertBGP(r *rawBGP, e env, c *collector) *BGP {
 		}
 		peer.HoldTime = parseDuration(c, path+".holdTime", p.HoldTime, DefaultHoldTime)
 		peer.Keepalive = parseDuration(c, path+".keepalive", p.Keepalive, peer.HoldTime/3)
+		if f := p.BFD; f != nil && f.Enabled {
+			peer.BFD = &BFD{
+				ReceiveInterval:  parseDuration(c, path+".bfd.receiveInterval", f.ReceiveInterval, DefaultBFDInterval),
+				TransmitInterval: parseDuration(c, path+".bfd.transmitInterval", f.TransmitInterval, DefaultBFDInterval),
+				Multiplier:       DefaultBFDMultiplier, Passive: f.Passive,
+			}
+			if f.Multiplier != 0 {
+				peer.BFD.Multiplier = int(f.Multiplier)
+			}
+		}
 		b.Peers = append(b.Peers, peer)
 	}
 	return b

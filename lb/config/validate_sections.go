@@ -138,6 +138,23 @@ func validateBGP(col *collector, b *BGP) {
 			col.add(f+".password", "[redacted]", "TCP MD5 keys are at most 80 bytes (got %d)", len(p.Password))
 		}
 		validateTimers(col, f, p.HoldTime, p.Keepalive)
+		if d := p.BFD; d != nil {
+			// bfdd's limits; a multihop session (RFC 5883) is keyed by both ends.
+			for _, iv := range []struct {
+				name string
+				v    time.Duration
+			}{{"receiveInterval", d.ReceiveInterval}, {"transmitInterval", d.TransmitInterval}} {
+				if iv.v < 10*time.Millisecond || iv.v > time.Minute || iv.v%time.Millisecond != 0 {
+					col.add(f+".bfd."+iv.name, iv.v.String(), "want whole milliseconds from 10ms to 60s")
+				}
+			}
+			if d.Multiplier < 2 || d.Multiplier > 255 {
+				col.add(f+".bfd.multiplier", fmt.Sprint(d.Multiplier), "want 2-255")
+			}
+			if p.MultihopTTL > 1 && !p.SourceAddress.IsValid() {
+				col.add(f+".bfd.enabled", "true", "multihop BFD (RFC 5883) needs the peer's sourceAddress set")
+			}
+		}
 		if p.Passive && b.ListenPort == 0 {
 			col.add(f+".passive", "true", "a passive peer must connect to us: set announce.bgp.listenPort")
 		}
@@ -151,21 +168,25 @@ func asnValue(n uint32) string {
 	return fmt.Sprint(n)
 }
 
-// validateTimers applies RFC 4271 §4.2/§10: hold time 0 (no keepalives) or
-// 3s-65535s in whole seconds, keepalive below the hold time.
+// validateTimers applies RFC 4271 §4.2/§10: 3s-65535s in whole seconds,
+// keepalive below the hold time. Hold time 0 (RFC 4271: no keepalives, a
+// dead peer never detected) is refused: GoBGP cannot offer it (it offers
+// 90 s instead), and a session that never times out keeps a dead gateway's
+// routes forever.
 func validateTimers(col *collector, path string, hold, keep time.Duration) {
-	if hold%time.Second != 0 || hold != 0 && (hold < 3*time.Second || hold > 65535*time.Second) {
-		col.add(path+".holdTime", hold.String(), "want 0 or whole seconds from 3s to 65535s")
+	if hold == 0 {
+		col.add(path+".holdTime", hold.String(), "hold time 0 (no keepalives, a dead peer never detected) is not supported: want whole seconds from 3s to 65535s (leave it out for 90s)")
+		return
+	}
+	if hold%time.Second != 0 || hold < 3*time.Second || hold > 65535*time.Second {
+		col.add(path+".holdTime", hold.String(), "want whole seconds from 3s to 65535s")
 		return
 	}
 	if keep%time.Second != 0 || keep < 0 {
 		col.add(path+".keepalive", keep.String(), "want whole seconds")
 		return
 	}
-	if hold == 0 && keep != 0 {
-		col.add(path+".keepalive", keep.String(), "holdTime 0 turns keepalives off; leave keepalive out")
-	}
-	if hold != 0 && (keep == 0 || keep >= hold) {
+	if keep == 0 || keep >= hold {
 		col.add(path+".keepalive", keep.String(), "must be at least 1s and shorter than holdTime %s", hold)
 	}
 }

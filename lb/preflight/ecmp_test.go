@@ -1,7 +1,9 @@
 package preflight
 
 import (
+	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -45,5 +47,22 @@ func TestECMPFindings(t *testing.T) {
 				t.Errorf("findings %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestHoldTimeFindings(t *testing.T) {
+	cfg, err := config.Parse([]byte("announce: {bgp: {localASN: 65001, peers: [{name: tor1, address: 192.0.2.1, asn: 65002}, " +
+		"{address: 192.0.2.2, asn: 65002, bfd: {enabled: true}}]}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := holdTimeFindings(cfg, func() error { return nil })
+	if len(got) != 1 || got[0].Code != "bgp-failover-hold" || got[0].Severity != hostcheck.Warn ||
+		!strings.Contains(got[0].Message, "peers[0] (tor1)") || !strings.Contains(got[0].Message, "hold time (1m30s)") {
+		t.Fatalf("findings %+v", got)
+	}
+	got = holdTimeFindings(cfg, func() error { return exec.ErrNotFound })
+	if len(got) != 2 || got[1].Code != "bgp-bfdd-missing" || got[1].Severity != hostcheck.Error {
+		t.Fatalf("bfdd missing: %+v", got)
 	}
 }

@@ -41,6 +41,7 @@ func HostFindings(cfg *config.Config, src hostcheck.Source) ([]hostcheck.Finding
 	}
 	out = append(out, stateSyncFindings(cfg, linkExists)...)
 	out = append(out, ecmpFindings(cfg, mode, src)...)
+	out = append(out, bgpFailoverFindings(cfg)...)
 	if mode == config.ModeIPVS {
 		out = append(out, ipvsStateSyncFindings(cfg)...)
 	}

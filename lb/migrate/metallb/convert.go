@@ -17,6 +17,7 @@ type (
 	Pool          = lb.PoolInput
 	Advertisement = lb.AdvertisementInput
 	Peer          = lb.PeerInput
+	BFD           = lb.BFDInput
 )
 
 // BGP is config `announce.bgp`.
@@ -85,6 +86,8 @@ type converter struct {
 	// objects: "pool/NAME" and "peer/NAME" → the MetalLB object it came
 	// from, to name it when edgelb refuses the result (check.go).
 	objects map[string]*Object
+	// bfd: BFDProfiles by name, for the peers naming them.
+	bfd map[string]*BFD
 }
 
 func (c *converter) unsupported(o *Object, field string, v any, note string) {
@@ -110,8 +113,8 @@ func show(v any) string {
 // Convert turns MetalLB objects into edgelb pools and announce settings.
 // Order: Communities (aliases), pools, then advertisements and peers.
 func Convert(objs []*Object, opts Options) (*Result, error) {
-	c := &converter{opts: opts, pools: map[string]*Pool{}, communities: map[string]string{}, objects: map[string]*Object{}}
-	rank := map[string]int{"Community": 0, "IPAddressPool": 1, "AddressPool": 1, "BGPPeer": 2, "BGPAdvertisement": 3, "L2Advertisement": 3}
+	c := &converter{opts: opts, pools: map[string]*Pool{}, communities: map[string]string{}, objects: map[string]*Object{}, bfd: map[string]*BFD{}}
+	rank := map[string]int{"Community": 0, "IPAddressPool": 1, "AddressPool": 1, "BFDProfile": 1, "BGPPeer": 2, "BGPAdvertisement": 3, "L2Advertisement": 3}
 	sorted := append([]*Object(nil), objs...)
 	sort.SliceStable(sorted, func(i, j int) bool { return rank[sorted[i].Kind] < rank[sorted[j].Kind] })
 	for _, o := range sorted {
@@ -130,8 +133,7 @@ func Convert(objs []*Object, opts Options) (*Result, error) {
 		case "L2Advertisement":
 			c.l2Advertisement(o)
 		case "BFDProfile":
-			c.unsupported(o, "*", nil, "edgelb has no BFD; session failure is detected by the BGP hold time only")
-			o.Spec = map[string]any{}
+			c.bfdProfile(o)
 		default:
 			c.unsupported(o, "*", nil, "kind not known to the migration; nothing converted")
 			o.Spec = map[string]any{}
@@ -381,8 +383,18 @@ func (c *converter) bgpPeer(o *Object) error {
 	if gr, ok := takeBool(o.Spec, "enableGracefulRestart"); ok {
 		p.GracefulRestart = gr
 	}
+	if name := takeString(o.Spec, "bfdProfile"); name != "" {
+		switch b, ok := c.bfd[name]; {
+		case !ok:
+			c.unsupported(o, "spec.bfdProfile", name, "no BFDProfile of that name among the objects read; BFD left off")
+		case p.MultihopTTL > 1 && p.SourceAddress == "":
+			c.unsupported(o, "spec.bfdProfile", name, "multihop BFD (RFC 5883) needs sourceAddress on the peer; BFD left off")
+		default:
+			cp := *b
+			p.BFD = &cp
+		}
+	}
 	for _, k := range []struct{ key, why string }{
-		{"bfdProfile", "edgelb has no BFD; failure is detected by the hold time"},
 		{"nodeSelectors", "edgelb peers from the gateways it runs on, not from selected nodes"},
 		{"vrf", "edgelb does not peer inside a VRF"},
 		{"disableMP", "edgelb's sessions carry the families of the peer address"},
@@ -397,6 +409,30 @@ func (c *converter) bgpPeer(o *Object) error {
 	b.Peers = append(b.Peers, p)
 	c.objects["peer/"+p.Name] = o
 	return nil
+}
+
+// bfdProfile keeps a BFDProfile for the peers that name it (MetalLB's
+// intervals are milliseconds; its defaults, 300/300/3, are edgelb's).
+func (c *converter) bfdProfile(o *Object) {
+	b := &BFD{Enabled: true}
+	if v, ok := takeInt(o.Spec, "receiveInterval"); ok {
+		b.ReceiveInterval = (time.Duration(v) * time.Millisecond).String()
+	}
+	if v, ok := takeInt(o.Spec, "transmitInterval"); ok {
+		b.TransmitInterval = (time.Duration(v) * time.Millisecond).String()
+	}
+	b.Multiplier, _ = takeInt(o.Spec, "detectMultiplier")
+	b.Passive, _ = takeBool(o.Spec, "passiveMode")
+	for _, k := range []struct{ key, why string }{
+		{"echoMode", "edgelb's BFD (FRR bfdd, sessions keyed by address) runs no echo function"},
+		{"echoInterval", "edgelb's BFD runs no echo function"},
+		{"minimumTtl", "edgelb derives the multihop minimum TTL from the peer's multihopTTL (256 - multihopTTL)"},
+	} {
+		if v, ok := take(o.Spec, k.key); ok {
+			c.unsupported(o, "spec."+k.key, v, k.why)
+		}
+	}
+	c.bfd[o.Name] = b
 }
 
 func (c *converter) bgpAdvertisement(o *Object) error {

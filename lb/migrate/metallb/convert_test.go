@@ -55,9 +55,8 @@ func TestExamplesConvert(t *testing.T) {
 	want := map[string][]string{
 		"addresspool-v1beta1.yaml": nil,
 		"bgp.yaml": {
-			"BFDProfile/full *",
+			"BFDProfile/full spec.echoMode",
 			"BGPAdvertisement/local spec.peers",
-			"BGPPeer/far spec.bfdProfile",
 			"BGPPeer/far spec.nodeSelectors",
 		},
 		"ipaddresspool.yaml": nil,
@@ -282,4 +281,66 @@ func convertString(t *testing.T, in string) *Result {
 		t.Fatal(err)
 	}
 	return res
+}
+
+// TestBFDProfileCarried: a peer's bfdProfile becomes its bfd settings; a
+// profile that is missing, or a multihop peer without sourceAddress, leaves
+// BFD off and says why.
+func TestBFDProfileCarried(t *testing.T) {
+	res := convertFile(t, "testdata/bgp.yaml")
+	var far *Peer
+	for i, p := range res.Announce.BGP.Peers {
+		if p.Name == "far" {
+			far = &res.Announce.BGP.Peers[i]
+		}
+	}
+	if far == nil || far.BFD == nil || *far.BFD != (BFD{Enabled: true, ReceiveInterval: "380ms", TransmitInterval: "270ms", Multiplier: 37}) {
+		t.Fatalf("peer far: %+v", far)
+	}
+	doc := `apiVersion: metallb.io/v1beta1
+kind: BFDProfile
+metadata: {name: fast}
+spec: {passiveMode: true}
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: a}
+spec: {myASN: 64500, peerASN: 64501, peerAddress: 192.0.2.1, bfdProfile: fast}
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: b}
+spec: {myASN: 64500, peerASN: 64501, peerAddress: 192.0.2.2, bfdProfile: nosuch}
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: c}
+spec: {myASN: 64500, peerASN: 64501, peerAddress: 192.0.2.3, ebgpMultiHop: true, bfdProfile: fast}
+`
+	objs, _, err := ReadDocuments(strings.NewReader(doc), "inline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Convert(objs, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := r.Announce.BGP.Peers
+	if ps[0].BFD == nil || *ps[0].BFD != (BFD{Enabled: true, Passive: true}) || ps[1].BFD != nil || ps[2].BFD != nil {
+		t.Fatalf("peers: %+v / %+v / %+v", ps[0].BFD, ps[1].BFD, ps[2].BFD)
+	}
+	if got := strings.Join(fields(r.Unsupported), ","); got != "BGPPeer/b spec.bfdProfile,BGPPeer/c spec.bfdProfile" {
+		t.Fatalf("unsupported: %s", got)
+	}
+	y, err := r.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse(y)
+	if err != nil {
+		t.Fatalf("converted config refused: %v\n%s", err, y)
+	}
+	if b := cfg.Announce.BGP.Peers[0].BFD; b == nil || !b.Passive || b.Multiplier != 3 {
+		t.Fatalf("parsed bfd: %+v", b)
+	}
 }

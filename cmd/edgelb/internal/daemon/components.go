@@ -6,12 +6,14 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vishvananda/netlink"
 
 	"github.com/edgelb/edgelb/announce"
+	"github.com/edgelb/edgelb/announce/bfdd"
 	"github.com/edgelb/edgelb/announce/bgp"
 	"github.com/edgelb/edgelb/announce/l2"
 	"github.com/edgelb/edgelb/lb/config"
@@ -146,8 +148,25 @@ func newBGP(c *config.BGP, log *slog.Logger, reg prometheus.Registerer) (announc
 			MultihopTTL: p.MultihopTTL, Password: string(p.Password), HoldTime: p.HoldTime, Keepalive: p.Keepalive,
 			Passive: p.Passive, GracefulRestart: p.GracefulRestart,
 		})
+		if b := p.BFD; b != nil {
+			bc.Peers[len(bc.Peers)-1].BFD = &bgp.BFD{ReceiveInterval: b.ReceiveInterval, TransmitInterval: b.TransmitInterval,
+				Multiplier: uint8(b.Multiplier), Passive: b.Passive}
+		}
 	}
-	return bgp.New(bc)
+	if slices.ContainsFunc(c.Peers, func(p config.BGPPeer) bool { return p.BFD != nil }) {
+		// bfdd's own directory (a temporary one): bfdd drops to the frr
+		// user, who cannot enter edgelb's private state directory.
+		d, err := bfdd.Start(bfdd.Options{Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		bc.BFD = d
+	}
+	s, err := bgp.New(bc)
+	if err != nil && bc.BFD != nil {
+		bc.BFD.Close()
+	}
+	return s, err
 }
 
 func firstIPv4() (netip.Addr, error) {
