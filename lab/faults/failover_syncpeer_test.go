@@ -299,24 +299,3 @@ state:
 		t.Errorf("the peer was shown dead in every view only %s after its last packet, want < 10 s", worst.Sub(last).Round(time.Millisecond))
 	}
 }
-
-// reapedCPU is the user+system CPU of pid's children it has waited for
-// (cutime and cstime: the conntrackd client commands that have exited).
-func reapedCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 15 {
-		return 0
-	}
-	ut, _ := strconv.ParseInt(f[13], 10, 64)
-	st, _ := strconv.ParseInt(f[14], 10, 64)
-	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
-}

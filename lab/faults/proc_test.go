@@ -11,25 +11,33 @@ import (
 	"time"
 )
 
-// procCPU is a process's user+system CPU time from /proc/PID/stat.
-func procCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+// procCPU is a process's user+system CPU time from /proc/PID/stat
+// (utime, stime).
+func procCPU(pid int) time.Duration { return statTicks(pid, 11, 12) }
+
+// reapedCPU is the user+system CPU of pid's children it has waited for
+// (cutime, cstime: e.g. the conntrackd client commands that have exited).
+func reapedCPU(pid int) time.Duration { return statTicks(pid, 13, 14) }
+
+// statTicks sums two clock-tick fields of /proc/PID/stat, counted from the
+// field after the command (which may hold spaces, so after the last ")").
+func statTicks(pid, a, b int) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0
 	}
-	// Fields after the command (which may hold spaces) start after ") ".
-	s := string(b)
+	s := string(raw)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
 		return 0
 	}
 	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
+	if len(f) <= max(a, b) {
 		return 0
 	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * time.Second / 100 // USER_HZ is 100 on Linux
+	x, _ := strconv.ParseInt(f[a], 10, 64)
+	y, _ := strconv.ParseInt(f[b], 10, 64)
+	return time.Duration(x+y) * time.Second / 100 // USER_HZ is 100 on Linux
 }
 
 // childPIDs lists the direct children of ppid whose command is comm.
