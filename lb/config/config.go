@@ -187,6 +187,10 @@ type Dataplane struct {
 	// AllowEphemeralOverlap starts the daemon even when the node-port range
 	// overlaps unreserved ephemeral ports (hostcheck's Error).
 	AllowEphemeralOverlap bool
+	// ConntrackPeak is the expected peak of concurrent connections through
+	// the gateway; `edgelb check` sizes nf_conntrack_max and its hash table
+	// for it (0: checks against the entries in the table at the time).
+	ConntrackPeak uint64
 	// IPVSDevice is the dummy device the IPVS dataplane binds VIPs to.
 	IPVSDevice string
 	// SetSysctls lets the dataplane set the sysctls it needs at start

@@ -14,9 +14,15 @@ import (
 	"github.com/edgelb/edgelb/proxy/hostcheck"
 )
 
+// maxConntrackPeak keeps twice the peak within nf_conntrack_max (an int).
+const maxConntrackPeak = 1 << 30
+
 func convertDataplane(r *rawDataplane, c *collector) Dataplane {
 	d := Dataplane{Mode: ModeAuto, SNAT: true, SetSysctls: true, NodePortRange: DefaultNodePortRange,
-		IPVSDevice: DefaultIPVSDevice, AllowEphemeralOverlap: r.AllowEphemeralOverlap}
+		IPVSDevice: DefaultIPVSDevice, AllowEphemeralOverlap: r.AllowEphemeralOverlap, ConntrackPeak: r.ConntrackPeak}
+	if r.ConntrackPeak > maxConntrackPeak {
+		c.add("dataplane.conntrackPeak", strconv.FormatUint(r.ConntrackPeak, 10), "more than %d connections: the kernel's nf_conntrack_max is a 32-bit count", maxConntrackPeak)
+	}
 	if r.Mode != "" {
 		d.Mode = DataplaneMode(r.Mode)
 	}

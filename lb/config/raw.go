@@ -85,6 +85,7 @@ type rawDataplane struct {
 	NodeAddresses         []string `json:"nodeAddresses"`
 	NodePortRange         string   `json:"nodePortRange"`
 	AllowEphemeralOverlap bool     `json:"allowEphemeralOverlap"`
+	ConntrackPeak         uint64   `json:"conntrackPeak"`
 	IPVSDevice            string   `json:"ipvsDevice"`
 	SetSysctls            *bool    `json:"setSysctls"`
 }

@@ -39,6 +39,7 @@ func HostFindings(cfg *config.Config, src hostcheck.Source) ([]hostcheck.Finding
 		}
 		out = append(out, nftSchedulerFindings(cfg)...)
 	}
+	out = append(out, hostcheck.CheckConntrack(src, cfg.Dataplane.ConntrackPeak)...)
 	out = append(out, stateSyncFindings(cfg, linkExists)...)
 	out = append(out, ecmpFindings(cfg, mode, src)...)
 	out = append(out, bgpFailoverFindings(cfg)...)

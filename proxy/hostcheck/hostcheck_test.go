@@ -348,3 +348,38 @@ func TestSystemReadable(t *testing.T) {
 		t.Errorf("socket tables unreadable: %v", fs)
 	}
 }
+
+// TestConntrackFindings: the sizing rules (2× the peak; buckets ≥ max/4),
+// measured peak when none is configured, and a fix that only raises.
+func TestConntrackFindings(t *testing.T) {
+	cases := []struct {
+		name  string
+		c     Conntrack
+		peak  uint64
+		codes []string
+		fix   string
+	}{
+		{"fits", Conntrack{Count: 10, Max: 262144, Buckets: 65536}, 100000, []string{CodeConntrackOK}, ""},
+		{"below twice the peak", Conntrack{Max: 262144, Buckets: 262144}, 200000, []string{CodeConntrackSmall}, "sysctl -w net.netfilter.nf_conntrack_max=400000"},
+		{"below the peak, buckets follow the new max", Conntrack{Max: 65536, Buckets: 16384}, 100000,
+			[]string{CodeConntrackSmall, CodeConntrackBuckets}, "hashsize=50000"},
+		{"buckets small for the max", Conntrack{Max: 1 << 20, Buckets: 1024}, 1000, []string{CodeConntrackBuckets}, "echo 262144 > /sys/module/nf_conntrack/parameters/hashsize"},
+		{"measured: nothing configured", Conntrack{Count: 150000, Max: 262144, Buckets: 262144}, 0, []string{CodeConntrackSmall}, "nf_conntrack_max=300000"},
+		{"measured: empty table", Conntrack{Max: 262144, Buckets: 262144}, 0, []string{CodeConntrackOK}, ""},
+	}
+	for _, tc := range cases {
+		fs := ConntrackFindings(tc.c, tc.peak)
+		var codes []string
+		fixes := ""
+		for _, f := range fs {
+			codes = append(codes, f.Code)
+			fixes += f.Fix + "\n"
+		}
+		if strings.Join(codes, ",") != strings.Join(tc.codes, ",") || !strings.Contains(fixes, tc.fix) {
+			t.Errorf("%s: got %v, want codes %v and a fix with %q", tc.name, fs, tc.codes, tc.fix)
+		}
+	}
+	if fs := CheckConntrack(Source{Sys: fstest.MapFS{}}, 5); len(fs) != 1 || fs[0].Code != CodeConntrackAbsent {
+		t.Errorf("no nf_conntrack: got %v", fs)
+	}
+}

@@ -74,7 +74,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), conntrackCollector{})
 	notify, err := newNotifier()
 	if err != nil {
 		return err

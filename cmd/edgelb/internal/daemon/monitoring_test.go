@@ -63,7 +63,7 @@ func exportedMetrics(t *testing.T) map[string]bool {
 	}
 	effects.DescribeMetrics(r)
 	(&startup{}).register(r)
-	r.MustRegister(&syncCollector{s: statesync.NewFake()}, &ipvsSyncCollector{})
+	r.MustRegister(&syncCollector{s: statesync.NewFake()}, &ipvsSyncCollector{}, conntrackCollector{})
 	out := map[string]bool{}
 	for n, observed := range r.names {
 		out[n] = true
