@@ -125,13 +125,21 @@ func leadingFake(t *testing.T, reg prometheus.Registerer, pools ...runtime.Objec
 // here and switches it with an atomic.
 func leadingFakeWith(t *testing.T, reg prometheus.Registerer, prep func(*fake.Clientset), pools ...runtime.Object) (*Controller, *fake.Clientset, *dynamicfake.FakeDynamicClient, context.Context) {
 	t.Helper()
+	return leadingFakeOpts(t, Options{Registerer: reg}, prep, pools...)
+}
+
+// leadingFakeOpts is leadingFakeWith with more options (the test's own
+// NodeName, lease timings and class defaults are set here).
+func leadingFakeOpts(t *testing.T, o Options, prep func(*fake.Clientset), pools ...runtime.Object) (*Controller, *fake.Clientset, *dynamicfake.FakeDynamicClient, context.Context) {
+	t.Helper()
+	o.NodeName, o.HandleClassless, o.LeaseDuration, o.RetryPeriod = "gw1", true, time.Second, 100*time.Millisecond
 	cs := fake.NewClientset()
 	if prep != nil {
 		prep(cs)
 	}
 	cs.Resources = []*metav1.APIResourceList{{GroupVersion: "edgelb.io/v1alpha1", APIResources: []metav1.APIResource{{Name: "ippools", Kind: "IPPool"}}}}
 	dyn := fakePoolAPI(pools...)
-	c, err := New(cs, dyn, Options{NodeName: "gw1", HandleClassless: true, LeaseDuration: time.Second, RetryPeriod: 100 * time.Millisecond, Registerer: reg})
+	c, err := New(cs, dyn, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgelb/edgelb/lb"
+	"github.com/edgelb/edgelb/lb/audit"
 	"github.com/edgelb/edgelb/proxy"
 )
 
@@ -66,6 +67,11 @@ type Options struct {
 	// lb.LowestFree, MetalLB's order; lb.Rotate reuses released addresses
 	// last). Config key allocation.order.
 	AllocationOrder lb.AllocOrder
+
+	// Audit receives what the leader acts on: addresses assigned to and
+	// released from Services, IPPools taken into use, changed or dropped
+	// (nil: not recorded).
+	Audit audit.Recorder
 
 	// Registerer receives the controller's metrics (nil: not registered).
 	Registerer prometheus.Registerer

@@ -92,6 +92,7 @@ func (c *Controller) reconcileService(t *term, key string) error {
 		svc, err = c.cs.CoreV1().Services(ns).Get(t.ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			c.do(func(*keeper) { t.alloc.ReleaseAll(key) })
+			c.auditService(nil, key, held, nil)
 			c.forget(t, key)
 			c.m.allocations.WithLabelValues("released").Add(float64(len(held)))
 			c.kickPending(t, key)
@@ -226,6 +227,7 @@ func (c *Controller) reconcileService(t *term, key string) error {
 	if released {
 		c.kickPending(t, key)
 	}
+	c.auditService(svc, key, start, after)
 	for _, ip := range added {
 		c.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonAllocated, "Assigned IP %s from pool %q", ip, poolOf(pools, ip))
 		c.m.allocations.WithLabelValues("assigned").Inc()
@@ -260,6 +262,7 @@ func (c *Controller) dropService(t *term, svc *corev1.Service, key string) error
 	if len(held) == 0 {
 		return nil
 	}
+	c.auditService(svc, key, held, nil)
 	c.m.allocations.WithLabelValues("released").Add(float64(len(held)))
 	c.kickPending(t, key)
 	t.poolQ.AddAfter(keyStatus, poolStatusDelay)
@@ -350,7 +353,9 @@ func (c *Controller) syncPools(t *term) {
 	var changed bool
 	var orphans []lb.Orphan
 	var err error
+	var old []lb.Pool
 	c.do(func(*keeper) {
+		old = t.pools.Valid
 		// t.pools and the allocator's pools change in one operation.
 		changed = fmt.Sprint(poolsFingerprint(t.pools.Valid)) != fmt.Sprint(poolsFingerprint(ps.Valid))
 		t.pools = ps
@@ -360,6 +365,16 @@ func (c *Controller) syncPools(t *term) {
 	})
 	if err != nil {
 		c.opts.Logger.Error("set pools", "err", err)
+	}
+	if changed {
+		c.auditPools(old, ps.Valid, func(name string) metav1.Object {
+			if o, ok, _ := c.poolInf.GetStore().GetByKey(name); ok {
+				if m, ok := o.(metav1.Object); ok {
+					return m
+				}
+			}
+			return nil
+		})
 	}
 	for _, o := range orphans {
 		c.opts.Logger.Info("address left its pool; moving the Service", "service", o.Service, "ip", o.IP, "pool", o.Pool)

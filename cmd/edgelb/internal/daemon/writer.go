@@ -141,6 +141,7 @@ func kubernetesWriter(cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus
 		NodePortsOnLoadBalancers: cfg.Kubernetes.NodePortsOnLoadBalancers,
 		LeaseNamespace:           cfg.Kubernetes.LeaseNamespace,
 		LeaseName:                cfg.Kubernetes.LeaseName,
+		Audit:                    trail,
 		Registerer:               reg,
 		Logger:                   log.With("component", "kubernetes"),
 	})
