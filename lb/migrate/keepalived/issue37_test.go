@@ -43,7 +43,7 @@ func TestIssue37Inputs(t *testing.T) {
 			func(t *testing.T, r *Result) {
 				s := r.Config.Services[0]
 				h := s.HealthCheck
-				if s.Scheduler != "wlc" || s.Method != "nat" || h.Interval != "60s" || h.Timeout != "10s" || *h.Fall != 2 || *h.Rise != 1 {
+				if s.Scheduler != "wlc" || s.Method != "nat" || s.Ports[0].Protocol != "UDP" || h.Interval != "60s" || h.Timeout != "10s" || *h.Fall != 2 || *h.Rise != 1 {
 					t.Errorf("service %+v health %+v", s, h)
 				}
 			}},

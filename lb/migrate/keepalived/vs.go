@@ -216,7 +216,9 @@ func (c *converter) timer(t *timers, k *Node) (bool, error) {
 }
 
 func (c *converter) virtualServer(vs *Node) error {
-	st := vsSettings{proto: "TCP", svc: lb.ServiceInput{Scheduler: defaultScheduler, Method: string(proxy.NAT)}}
+	// keepalived 2.2 sets UDP when a virtual server names no protocol
+	// (check_data.c: "no protocol set - defaulting to UDP").
+	st := vsSettings{proto: "", svc: lb.ServiceInput{Scheduler: defaultScheduler, Method: string(proxy.NAT)}}
 	persistence := 0
 	for _, k := range vs.Children {
 		if ok, err := c.timer(&st.timer, k); ok {
@@ -282,6 +284,10 @@ func (c *converter) virtualServer(vs *Node) error {
 			}
 			c.unsupported(k, "no edgelb equivalent")
 		}
+	}
+	if st.proto == "" {
+		st.proto = "UDP"
+		c.note(vs, "no protocol: keepalived 2.2 defaults to UDP (and warns); carried as UDP")
 	}
 	fes, err := c.frontends(vs, st.proto)
 	if err != nil || len(fes) == 0 {
