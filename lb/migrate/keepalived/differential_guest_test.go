@@ -88,7 +88,7 @@ type syncBuf struct {
 }
 
 func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuf) String() string            { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // checkerChange: keepalived's log lines for a table change a checker (or
 // quorum) made (ipwrapper.c).
