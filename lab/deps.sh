@@ -6,7 +6,7 @@ pkgs=()
 for g in "$@"; do
   case $g in
     netns|demo) pkgs+=(iproute2 nftables iputils-arping conntrack tshark curl systemd wrk iperf3) ;;
-    ipvs)       pkgs+=(qemu-system-x86 cpio busybox-static xz-utils ipvsadm) ;;
+    ipvs)       pkgs+=(qemu-system-x86 cpio busybox-static xz-utils ipvsadm keepalived) ;;
     k8s)        pkgs+=(openssl curl) ;;
     bgp)        pkgs+=(frr bird2 iproute2 nftables conntrack) ;;
     failover)   pkgs+=(iproute2 iputils-arping tshark conntrack conntrackd) ;;

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"io"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -14,38 +13,42 @@ import (
 // stderr (or --report).
 func newMigrateKeepalivedCmd() *cobra.Command {
 	c := &cobra.Command{
-		Use:   "keepalived -f keepalived.conf [--report FILE]",
+		Use:   "keepalived -f keepalived.conf [--report FILE] [--skip-unknown]",
 		Short: "keepalived's virtual servers, checkers, groups and VRRP VIPs → edgelb config, with a report",
 		Args:  noArgs,
 	}
 	file := c.Flags().StringP("filename", "f", "", "keepalived.conf (- for stdin)")
 	reportPath := c.Flags().String("report", "", "write the report here instead of stderr")
+	skip := c.Flags().Bool("skip-unknown", false, "report and skip keywords keepalived itself does not know instead of failing")
 	_ = c.MarkFlagFilename("filename", "conf")
 	c.RunE = func(c *cobra.Command, _ []string) error {
 		if *file == "" {
 			return usageError(c, errors.New("-f keepalived.conf is required"))
 		}
-		return migrateKeepalived(*file, *reportPath, c.InOrStdin(), c.OutOrStdout(), c.ErrOrStderr())
+		return migrateKeepalived(*file, *reportPath, keepalived.Options{SkipUnknown: *skip}, c.InOrStdin(), c.OutOrStdout(), c.ErrOrStderr())
 	}
 	return c
 }
 
-func migrateKeepalived(file, reportPath string, stdin io.Reader, stdout, stderr io.Writer) error {
-	var src []byte
+// A file is read with its includes (relative to the file, globs as
+// keepalived expands them); stdin has no directory, so its includes are
+// reported instead.
+func migrateKeepalived(file, reportPath string, opts keepalived.Options, stdin io.Reader, stdout, stderr io.Writer) error {
+	var nodes []*keepalived.Node
 	var err error
 	if file == "-" {
-		src, err = io.ReadAll(stdin)
+		var src []byte
+		if src, err = io.ReadAll(stdin); err != nil {
+			return err
+		}
+		nodes, err = keepalived.ParseText("<stdin>", string(src))
 	} else {
-		src, err = os.ReadFile(file)
+		nodes, err = keepalived.ParseFile(file)
 	}
 	if err != nil {
 		return err
 	}
-	nodes, err := keepalived.Parse(string(src))
-	if err != nil {
-		return err
-	}
-	res, err := keepalived.Convert(nodes)
+	res, err := keepalived.Convert(nodes, opts)
 	if err != nil {
 		return err
 	}

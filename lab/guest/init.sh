@@ -16,6 +16,8 @@ for m in nf_conntrack nf_nat ip_vs ip_vs_rr ip_vs_wrr ip_vs_lc ip_vs_wlc ip_vs_s
   modprobe "$m" 2>/dev/null || echo "guest-init: modprobe $m failed"
 done
 ip link set lo up
+# The daemon binary run-suite.sh ships (lab/edgelbbin reads EDGELB_BIN).
+[ -x /usr/local/bin/edgelb ] && export EDGELB_BIN=/usr/local/bin/edgelb
 set --
 while IFS= read -r a; do set -- "$@" "$a"; done < /test/args
 while read -r n name; do

@@ -24,6 +24,10 @@ while read -r dir imp; do
   [ -f "$out/$name" ] && specs+=("$out/$name:$dir")
 done < <(CGO_ENABLED=0 $GO list -tags "$TAGS" -f '{{.Dir}} {{.ImportPath}}' ${EDGELB_GUEST_PKGS:-./...})
 [ ${#specs[@]} -gt 0 ] || { echo "run-suite: no package has ipvsguest tests" >&2; exit 1; }
+# The daemon, for guest tests that run `edgelb run` (lab/edgelbbin: EDGELB_BIN).
+echo "run-suite: building ./cmd/edgelb" >&2
+CGO_ENABLED=0 $GO build -trimpath -o "$out/edgelb" ./cmd/edgelb
+export EDGELB_GUEST_FILES="${EDGELB_GUEST_FILES:-} $out/edgelb"
 args=(-test.v -test.count=1 -test.timeout=40m -test.run "${EDGELB_GUEST_RUN:-^TestIPVSGuest}")
 bench=${EDGELB_GUEST_BENCH:-^BenchmarkIPVSGuest}
 [ "$bench" != none ] && args+=(-test.bench "$bench" -test.benchtime=1x)

@@ -21,7 +21,9 @@
 #   EDGELB_GUEST_TIMEOUT   seconds before the guest is killed (default 1800)
 #   EDGELB_GUEST_MEM       MiB (default 1536)   EDGELB_GUEST_SMP vCPUs (default 2, max 2)
 #   EDGELB_GUEST_HOSTBINS  host programs copied in with their shared libraries
-#                          (default "ipvsadm ip nft"; missing ones are skipped with a note)
+#                          (default "ipvsadm ip nft keepalived"; missing ones are skipped with a note)
+#   EDGELB_GUEST_FILES     static executables copied to /usr/local/bin in the guest
+#                          (run-suite.sh puts the edgelb binary there; /init sets EDGELB_BIN)
 #   EDGELB_GUEST_VERBOSE=1 also print the kernel console
 # Downloads use `apt-get download` + `dpkg -x`: the kernel is never installed.
 set -euo pipefail
@@ -86,7 +88,7 @@ else
 fi
 
 # ---- base initramfs: busybox, modules, host programs, /init. Cached by content key.
-HOSTBINS=${EDGELB_GUEST_HOSTBINS-ipvsadm ip nft}
+HOSTBINS=${EDGELB_GUEST_HOSTBINS-ipvsadm ip nft keepalived}
 hostfiles=()
 for b in $HOSTBINS; do
   p=$(command -v "$b" 2>/dev/null || true)
@@ -146,6 +148,9 @@ for spec in "${bins[@]}"; do
   cp "$bin" "$RUN/o/test/$n/bin"; chmod 755 "$RUN/o/test/$n/bin"
   [ -n "$src" ] && cp -a "$src"/. "$RUN/o/test/$n/src/"
   echo "$n $name" >> "$RUN/o/test/list"
+done
+for f in ${EDGELB_GUEST_FILES:-}; do
+  mkdir -p "$RUN/o/usr/local/bin"; cp "$f" "$RUN/o/usr/local/bin/"; chmod 755 "$RUN/o/usr/local/bin/$(basename "$f")"
 done
 (cd "$RUN/o" && find . | cpio -o -H newc -R 0:0 --quiet) > "$RUN/overlay.cpio"
 cat "$BASE" "$RUN/overlay.cpio" > "$RUN/initrd"

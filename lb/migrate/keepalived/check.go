@@ -27,11 +27,12 @@ func (c *converter) check() error {
 	for k, fe := range errs.List {
 		if m := svcIndex.FindStringSubmatch(fe.Field); m != nil {
 			if i, _ := strconv.Atoi(m[1]); i < len(c.svcNodes) {
-				return fmt.Errorf("%w: line %d: edgelb refuses the converted %v%s", ErrSyntax, c.svcNodes[i].Line, fe, errs.Others(k))
+				n := c.svcNodes[i]
+				return &Error{n.File, n.Line, fmt.Sprintf("edgelb refuses the converted %v%s", fe, errs.Others(k)), ErrValue}
 			}
 		}
 	}
-	return fmt.Errorf("%w: edgelb refuses the converted %v%s", ErrSyntax, errs.List[0], errs.Others(0))
+	return fmt.Errorf("%w: edgelb refuses the converted %v%s", ErrValue, errs.List[0], errs.Others(0))
 }
 
 var svcIndex = regexp.MustCompile(`^services\[(\d+)\]`)

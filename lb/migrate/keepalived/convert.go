@@ -8,7 +8,17 @@ import (
 	"strings"
 
 	"github.com/edgelb/edgelb/lb"
-	"github.com/edgelb/edgelb/proxy"
+)
+
+// keepalived's defaults (keepalived.conf(5) and check_data.c of 2.2):
+// written into the output explicitly wherever edgelb's own default
+// differs, so the converted config means what keepalived did.
+const (
+	defaultScheduler      = "wlc" // IPVS_DEF_SCHED
+	defaultDelayLoop      = "60s" // KEEPALIVED_DEFAULT_DELAY
+	defaultConnectTimeout = "5s"
+	defaultPersistence    = 360 // IPVS_SVC_PERSISTENT_TIMEOUT, persistence_timeout without a value
+	defaultRetry          = 1   // "Default: 1" (DNS_CHECK 3, not carried)
 )
 
 // Config is the edgelb config the conversion writes (pools, services,
@@ -28,15 +38,34 @@ type L2 struct {
 	Interface string `json:"interface"`
 }
 
-// Finding is one report line: a keyword with no edgelb equivalent or a
-// choice the conversion made.
+// Scope says which lines of an IPVS virtual service's `ipvsadm -Sn`
+// listing a finding can change: the service line (-A), its real servers
+// (-a), or all of them (the service is not programmed by edgelb at all).
+type Scope string
+
+const (
+	ScopeService Scope = "service"
+	ScopeReal    Scope = "real"
+	ScopeAll     Scope = "all"
+)
+
+// Finding is one report line: a keyword with no edgelb equivalent, or a
+// value carried approximately. Service and Scope, when set, name the IPVS
+// virtual service whose table the difference shows in (ipvsadm -Sn's
+// "-t VIP:PORT", "-u …", "--sctp-service …", "-f MARK"), so a table
+// compared with keepalived's can be matched to the report line by line.
 type Finding struct {
+	File    string `json:"file"`
 	Line    int    `json:"line"`
 	Keyword string `json:"keyword"`
 	Note    string `json:"note"`
+	Service string `json:"service,omitempty"`
+	Scope   Scope  `json:"scope,omitempty"`
 }
 
-func (f Finding) String() string { return fmt.Sprintf("line %d: %s: %s", f.Line, f.Keyword, f.Note) }
+func (f Finding) String() string {
+	return fmt.Sprintf("%s:%d: %s: %s", f.File, f.Line, f.Keyword, f.Note)
+}
 
 // Result is the converted config and its report.
 type Result struct {
@@ -45,53 +74,89 @@ type Result struct {
 	Notes       []Finding
 }
 
+// Options: SkipUnknown reports a keyword keepalived itself does not know
+// (and skips it) instead of refusing the conversion.
+type Options struct {
+	SkipUnknown bool
+}
+
 type converter struct {
-	res    Result
-	groups map[string]*Node
-	vips   map[netip.Addr]bool
+	opts     Options
+	res      Result
+	groups   map[string]*Node
+	vips     map[netip.Addr]bool // pool addresses
+	vrrpVIPs map[netip.Addr]bool // addresses some vrrp_instance holds
 	// svcNodes[i] is the virtual_server services[i] came from (check.go).
 	svcNodes []*Node
 }
 
-func (c *converter) unsupported(n *Node, note string) {
-	kw := strings.TrimSpace(n.Name + " " + strings.Join(n.Args, " "))
-	c.res.Unsupported = append(c.res.Unsupported, Finding{Line: n.Line, Keyword: kw, Note: note})
+func keyword(n *Node) string { return strings.TrimSpace(n.Name + " " + strings.Join(n.Args, " ")) }
+
+func (c *converter) unsupported(n *Node, note string) { c.unsupportedIn(n, note, "", "") }
+
+func (c *converter) unsupportedIn(n *Node, note, svc string, scope Scope) {
+	c.res.Unsupported = append(c.res.Unsupported, Finding{File: n.File, Line: n.Line, Keyword: keyword(n), Note: note, Service: svc, Scope: scope})
 }
 
-func (c *converter) note(n *Node, note string) {
-	kw := strings.TrimSpace(n.Name + " " + strings.Join(n.Args, " "))
-	c.res.Notes = append(c.res.Notes, Finding{Line: n.Line, Keyword: kw, Note: note})
+func (c *converter) note(n *Node, note string) { c.noteIn(n, note, "", "") }
+
+func (c *converter) noteIn(n *Node, note, svc string, scope Scope) {
+	c.res.Notes = append(c.res.Notes, Finding{File: n.File, Line: n.Line, Keyword: keyword(n), Note: note, Service: svc, Scope: scope})
 }
 
-func convErr(n *Node, field, value, why string) error {
-	return fmt.Errorf("%w: line %d: %s %q: %s", ErrSyntax, n.Line, field, value, why)
+// unknown refuses a keyword keepalived does not know, or reports it when
+// asked to skip.
+func (c *converter) unknown(n *Node, where string) error {
+	if c.opts.SkipUnknown {
+		c.unsupported(n, "unknown to keepalived 2.2 "+where+": skipped")
+		return nil
+	}
+	return &Error{n.File, n.Line, fmt.Sprintf("%q is not a keepalived keyword %s (a typo? --skip-unknown reports and skips it)", n.Name, where), ErrUnknown}
+}
+
+func valueErr(n *Node, field, value, why string) error {
+	return &Error{n.File, n.Line, fmt.Sprintf("%s %q: %s", field, value, why), ErrValue}
 }
 
 // Convert turns parsed statements into an edgelb config. Every VIP goes
 // into one pool "keepalived" (autoAssign off: only these services use it),
 // as a /32 or /128, so the addresses stay exactly the ones keepalived used.
-func Convert(nodes []*Node) (*Result, error) {
-	c := &converter{groups: map[string]*Node{}, vips: map[netip.Addr]bool{}}
+func Convert(nodes []*Node, opts Options) (*Result, error) {
+	c := &converter{opts: opts, groups: map[string]*Node{}, vips: map[netip.Addr]bool{}, vrrpVIPs: map[netip.Addr]bool{}}
 	for _, n := range nodes {
 		if n.Name == "virtual_server_group" && len(n.Args) == 1 {
 			c.groups[n.Args[0]] = n
 		}
 	}
+	// VRRP first: whether a virtual server's address is announced by keepalived
+	// depends on every vrrp_instance, wherever it stands in the file.
+	for _, n := range nodes {
+		if n.Name == "vrrp_instance" {
+			if err := c.vrrp(n); err != nil {
+				return nil, err
+			}
+		}
+	}
 	for _, n := range nodes {
 		var err error
-		switch n.Name {
-		case "virtual_server":
+		switch {
+		case n.Name == "virtual_server":
 			err = c.virtualServer(n)
-		case "virtual_server_group":
-			// read through the virtual_server that uses it
-		case "vrrp_instance":
-			err = c.vrrp(n)
-		case "include":
-			c.unsupported(n, "included files are not read: run the migration on them too (or concatenate them)")
-		case "global_defs", "vrrp_sync_group", "vrrp_script", "static_ipaddress", "static_routes":
+		case n.Name == "virtual_server_group":
+			if len(n.Args) != 1 {
+				err = valueErr(n, "virtual_server_group", strings.Join(n.Args, " "), "want one name")
+			}
+		case n.Name == "vrrp_instance":
+		case isInclude(n.Name):
+			c.include(n)
+		case strings.HasPrefix(n.Name, "@"):
+			c.unsupported(n, "conditional configuration (@config_id): edgelb has no per-host lines; skipped")
+		case strings.HasPrefix(n.Name, "$"):
+			c.unsupported(n, "parameter definition: the migration does not substitute $parameters")
+		case rootKeywords[n.Name]:
 			c.unsupported(n, "VRRP/host settings: edgelb's gateways own VIPs through announce.l2 (or BGP), not VRRP")
 		default:
-			c.unsupported(n, "not known to the migration")
+			err = c.unknown(n, "at the top level")
 		}
 		if err != nil {
 			return nil, err
@@ -110,10 +175,29 @@ func Convert(nodes []*Node) (*Result, error) {
 		c.res.Config.Pools = []lb.PoolInput{p}
 	}
 	c.shareVIPs()
+	for _, fs := range [][]Finding{c.res.Unsupported, c.res.Notes} {
+		sort.SliceStable(fs, func(i, j int) bool {
+			if fs[i].File != fs[j].File {
+				return fs[i].File < fs[j].File
+			}
+			return fs[i].Line < fs[j].Line
+		})
+	}
 	if err := c.check(); err != nil {
 		return nil, err
 	}
 	return &c.res, nil
+}
+
+func (c *converter) include(n *Node) {
+	switch {
+	case n.Included == nil:
+		c.unsupported(n, "included files are not read from text without a directory: convert the file itself (edgelb migrate keepalived -f FILE follows includes)")
+	case len(n.Included) == 0:
+		c.note(n, "matches no file: nothing included (keepalived ignores it too)")
+	default:
+		c.note(n, "read "+strings.Join(n.Included, ", "))
+	}
 }
 
 // shareVIPs gives services on one VIP a common sharing key: keepalived
@@ -131,74 +215,6 @@ func (c *converter) shareVIPs() {
 	}
 }
 
-type frontend struct {
-	addr netip.Addr
-	port int
-}
-
-func parseAddrPort(n *Node, addr, port string) (frontend, error) {
-	a, err := netip.ParseAddr(addr)
-	if err != nil {
-		return frontend{}, convErr(n, "address", addr, "not an IP address")
-	}
-	p, err := strconv.Atoi(port)
-	if err != nil || p < 1 || p > 65535 {
-		return frontend{}, convErr(n, "port", port, "want 1..65535")
-	}
-	return frontend{a.Unmap(), p}, nil
-}
-
-// frontends reads "IP PORT" or "group NAME" (virtual_server_group: IP PORT
-// and IP-RANGE PORT lines; fwmark entries are reported).
-func (c *converter) frontends(vs *Node) ([]frontend, error) {
-	if len(vs.Args) == 2 && vs.Args[0] == "group" {
-		g, ok := c.groups[vs.Args[1]]
-		if !ok {
-			return nil, convErr(vs, "group", vs.Args[1], "no virtual_server_group of this name")
-		}
-		var out []frontend
-		for _, e := range g.Children {
-			if e.Name == "fwmark" {
-				c.unsupported(e, "fwmark virtual servers: edgelb matches address and port, not marks")
-				continue
-			}
-			if len(e.Args) != 1 {
-				return nil, convErr(e, "virtual_server_group entry", e.Name, "want IP PORT or IP-LASTOCTET PORT")
-			}
-			first, last, isRange := strings.Cut(e.Name, "-")
-			f, err := parseAddrPort(e, first, e.Args[0])
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, f)
-			if isRange {
-				end, err := strconv.Atoi(last)
-				b := f.addr.As16()
-				if err != nil || !f.addr.Is4() || end < int(b[15]) || end > 255 {
-					return nil, convErr(e, "range", e.Name, "want A.B.C.D-E with E ≥ D (IPv4)")
-				}
-				for a, n := f.addr, int(b[15]); n < end; n++ {
-					a = a.Next()
-					out = append(out, frontend{a, f.port})
-				}
-			}
-		}
-		return out, nil
-	}
-	if len(vs.Args) == 1 && vs.Args[0] != "" {
-		c.unsupported(vs, "fwmark virtual servers: edgelb matches address and port, not marks")
-		return nil, nil
-	}
-	if len(vs.Args) != 2 {
-		return nil, convErr(vs, "virtual_server", strings.Join(vs.Args, " "), "want IP PORT or group NAME")
-	}
-	f, err := parseAddrPort(vs, vs.Args[0], vs.Args[1])
-	if err != nil {
-		return nil, err
-	}
-	return []frontend{f}, nil
-}
-
 func arg(n *Node) string {
 	if len(n.Args) == 0 {
 		return ""
@@ -206,194 +222,15 @@ func arg(n *Node) string {
 	return n.Args[0]
 }
 
+// seconds reads a keepalived TIMER (seconds, fractions allowed).
 func seconds(n *Node) (string, error) {
 	v, err := strconv.ParseFloat(arg(n), 64)
-	if err != nil || v < 0 {
-		return "", convErr(n, n.Name, arg(n), "want seconds")
+	if err != nil || v < 0 || v > 1e9 {
+		return "", valueErr(n, n.Name, arg(n), "want seconds")
 	}
 	return strconv.FormatFloat(v, 'f', -1, 64) + "s", nil
 }
 
-func (c *converter) virtualServer(vs *Node) error {
-	fes, err := c.frontends(vs)
-	if err != nil || len(fes) == 0 {
-		return err
-	}
-	tmpl := lb.ServiceInput{Scheduler: string(proxy.WeightedRoundRobin), Method: string(proxy.NAT)}
-	proto := "TCP"
-	interval := ""
-	var real []*Node
-	for _, k := range vs.Children {
-		switch k.Name {
-		case "lb_algo", "lvs_sched":
-			s := arg(k)
-			if _, err := proxy.ParseScheduler(s); err != nil {
-				c.unsupported(k, fmt.Sprintf("edgelb's schedulers are %v; wrr used", proxy.Schedulers))
-				continue
-			}
-			tmpl.Scheduler = s
-		case "lb_kind", "lvs_method":
-			switch strings.ToUpper(arg(k)) {
-			case "NAT":
-				tmpl.Method = string(proxy.NAT)
-			case "DR":
-				tmpl.Method = string(proxy.DirectRouting)
-			case "TUN":
-				tmpl.Method = string(proxy.Tunnel)
-			default:
-				return convErr(k, k.Name, arg(k), "want NAT, DR or TUN")
-			}
-		case "persistence_timeout":
-			if _, err := strconv.Atoi(arg(k)); err != nil {
-				return convErr(k, k.Name, arg(k), "want seconds")
-			}
-			tmpl.Affinity = &lb.AffinityInput{Type: "ClientIP", Timeout: arg(k) + "s"}
-		case "protocol":
-			switch strings.ToUpper(arg(k)) {
-			case "TCP", "UDP", "SCTP":
-				proto = strings.ToUpper(arg(k))
-			default:
-				return convErr(k, k.Name, arg(k), "want TCP, UDP or SCTP")
-			}
-		case "delay_loop":
-			if interval, err = seconds(k); err != nil {
-				return err
-			}
-		case "real_server":
-			real = append(real, k)
-		default:
-			c.unsupported(k, "no edgelb equivalent")
-		}
-	}
-	var health *lb.HealthCheckInput
-	var healthFrom *Node
-	for _, rs := range real {
-		if len(rs.Args) != 2 {
-			return convErr(rs, "real_server", strings.Join(rs.Args, " "), "want IP PORT")
-		}
-		f, err := parseAddrPort(rs, rs.Args[0], rs.Args[1])
-		if err != nil {
-			return err
-		}
-		b := lb.BackendInput{Address: f.addr.String(), Port: int64(f.port), Weight: new(int64(1))}
-		for _, k := range rs.Children {
-			switch k.Name {
-			case "weight":
-				w, err := strconv.ParseInt(arg(k), 10, 32)
-				if err != nil || w < 0 {
-					return convErr(k, "weight", arg(k), "want 0 or more")
-				}
-				b.Weight = &w
-			case "TCP_CHECK", "HTTP_GET", "SSL_GET":
-				h, err := c.checker(k, interval)
-				if err != nil {
-					return err
-				}
-				switch {
-				case health == nil:
-					health, healthFrom = h, k
-				case !sameCheck(health, h):
-					c.unsupported(k, fmt.Sprintf("edgelb runs one check per service; the one from line %d is used", healthFrom.Line))
-				}
-			default:
-				c.unsupported(k, "no edgelb equivalent")
-			}
-		}
-		tmpl.Backends = append(tmpl.Backends, b)
-	}
-	if len(real) > 0 && health == nil {
-		c.note(vs, "no checker: edgelb sends to every backend, as keepalived would with no checker")
-	}
-	tmpl.HealthCheck = health
-	for _, fe := range fes {
-		s := tmpl
-		s.Name = serviceName(fe, proto)
-		s.VIP = fe.addr.String()
-		s.Ports = []lb.PortInput{{Port: int64(fe.port), Protocol: proto}}
-		c.vips[fe.addr] = true
-		c.res.Config.Services = append(c.res.Config.Services, s)
-		c.svcNodes = append(c.svcNodes, vs)
-	}
-	return nil
-}
-
-// sameCheck: two real servers' checkers are one check.
-func sameCheck(a, b *lb.HealthCheckInput) bool {
-	ia, ib := *a, *b
-	ia.Fall, ib.Fall = nil, nil
-	fa, fb := int64(0), int64(0)
-	if a.Fall != nil {
-		fa = *a.Fall
-	}
-	if b.Fall != nil {
-		fb = *b.Fall
-	}
-	return ia == ib && fa == fb
-}
-
-func serviceName(fe frontend, proto string) string {
-	a := strings.NewReplacer(".", "-", ":", "-").Replace(fe.addr.String())
-	return fmt.Sprintf("vs-%s-%d-%s", a, fe.port, strings.ToLower(proto))
-}
-
-func (c *converter) checker(k *Node, interval string) (*lb.HealthCheckInput, error) {
-	h := &lb.HealthCheckInput{Type: "tcp", Interval: interval}
-	if k.Name != "TCP_CHECK" {
-		h.Type = "http"
-		if k.Name == "SSL_GET" {
-			h.Type = "https"
-		}
-	}
-	for _, o := range k.Children {
-		var err error
-		switch o.Name {
-		case "connect_timeout":
-			h.Timeout, err = seconds(o)
-		case "connect_port":
-			h.Port, err = strconv.ParseInt(arg(o), 10, 64)
-			if err == nil && (h.Port < 1 || h.Port > 65535) {
-				err = convErr(o, o.Name, arg(o), "want 1..65535")
-			}
-		case "retry", "nb_get_retry":
-			var r int64
-			if r, err = strconv.ParseInt(arg(o), 10, 64); err == nil && r > 0 {
-				h.Fall = &r
-			}
-		case "url":
-			if h.Type == "tcp" {
-				c.unsupported(o, "url in a TCP_CHECK")
-				continue
-			}
-			if h.Path != "" {
-				c.unsupported(o, "edgelb checks one URL; the first is used")
-				continue
-			}
-			for _, u := range o.Children {
-				switch u.Name {
-				case "path":
-					h.Path = arg(u)
-				case "status_code":
-					h.ExpectStatus, err = strconv.ParseInt(arg(u), 10, 64)
-				default:
-					c.unsupported(u, "edgelb checks the status code only")
-				}
-			}
-		default:
-			c.unsupported(o, "no edgelb equivalent")
-		}
-		if err != nil {
-			return nil, convErr(o, o.Name, arg(o), err.Error())
-		}
-	}
-	if h.Type != "tcp" && h.Path == "" {
-		h.Path = "/"
-	}
-	return h, nil
-}
-
-// vrrp takes the instance's VIPs into the pool and its interface into
-// announce.l2; the VRRP machinery itself (priorities, adverts,
-// authentication) is reported: edgelb owns addresses its own way.
 func (c *converter) vrrp(n *Node) error {
 	for _, k := range n.Children {
 		switch k.Name {
@@ -405,12 +242,24 @@ func (c *converter) vrrp(n *Node) error {
 			}
 		case "virtual_ipaddress", "virtual_ipaddress_excluded":
 			for _, v := range k.Children {
-				s, _, _ := strings.Cut(v.Name, "/")
+				s, bits, hasBits := strings.Cut(v.Name, "/")
 				a, err := netip.ParseAddr(s)
 				if err != nil {
-					return convErr(v, k.Name, v.Name, "not an address")
+					return valueErr(v, k.Name, v.Name, "not an IP address")
 				}
-				c.vips[a.Unmap()] = true
+				a = a.Unmap()
+				if hasBits {
+					b, err := strconv.Atoi(bits)
+					if err != nil || b < 0 || b > a.BitLen() {
+						return valueErr(v, k.Name, v.Name, fmt.Sprintf("prefix length want 0..%d", a.BitLen()))
+					}
+					if b != a.BitLen() {
+						c.note(v, fmt.Sprintf("carried as %s/%d: keepalived adds the address with /%d (and so a connected route for %s); edgelb answers for the address only",
+							a, a.BitLen(), b, netip.PrefixFrom(a, b).Masked()))
+					}
+				}
+				c.vips[a] = true
+				c.vrrpVIPs[a] = true
 				if len(v.Args) > 0 {
 					c.note(v, "dev/label/scope options dropped: edgelb does not add VIPs to interfaces by hand")
 				}

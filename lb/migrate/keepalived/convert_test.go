@@ -17,15 +17,11 @@ import (
 
 func convertConf(t *testing.T, path string) (*Result, *config.Config, []byte) {
 	t.Helper()
-	src, err := os.ReadFile(path)
+	nodes, err := ParseFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodes, err := Parse(string(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := Convert(nodes)
+	res, err := Convert(nodes, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,11 +97,11 @@ func TestLVSConfConverts(t *testing.T) {
 	}
 	web := byName["vs-192-0-2-10-80-tcp"]
 	if h := web.Health; h == nil || h.Type != "http" || h.Path != "/healthz" || h.Expect != 200 || h.Timeout.Seconds() != 3 ||
-		h.Interval.Seconds() != 6 || h.Fall != 3 {
+		h.Interval.Seconds() != 6 || h.Fall != 4 || h.Rise != 1 {
 		t.Errorf("web health = %+v", web.Health)
 	}
 	dr := byName["vs-192-0-2-20-443-tcp"]
-	if h := dr.Health; h == nil || h.Type != "tcp" || h.Port != 443 || h.Interval.Seconds() != 10 {
+	if h := dr.Health; h == nil || h.Type != "tcp" || h.Port != 443 || h.Interval.Seconds() != 10 || h.Fall != 2 || h.Timeout.Seconds() != 2 {
 		t.Errorf("dr health = %+v", dr.Health)
 	}
 	if cfg.Announce.L2 == nil || cfg.Announce.L2.Interface != "eth0" {
@@ -113,10 +109,13 @@ func TestLVSConfConverts(t *testing.T) {
 	}
 	var kws []string
 	for _, f := range res.Unsupported {
+		if f.File != "testdata/lvs.conf" {
+			t.Errorf("finding %v names file %q", f, f.File)
+		}
 		kws = append(kws, fmt.Sprintf("%d %s", f.Line, strings.Fields(f.Keyword)[0]))
 	}
 	wantKW := []string{"3 global_defs", "8 state", "10 virtual_router_id", "11 priority", "12 advert_int",
-		"13 authentication", "24 include", "91 sorry_server"}
+		"13 authentication", "91 sorry_server"}
 	if strings.Join(kws, ",") != strings.Join(wantKW, ",") {
 		t.Errorf("unsupported = %v\nwant %v", kws, wantKW)
 	}
@@ -147,7 +146,7 @@ func TestGroupRange(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := Convert(nodes)
+		res, err := Convert(nodes, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,16 +158,16 @@ func TestGroupRange(t *testing.T) {
 
 func TestBadValuesNamed(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
-		{"virtual_server 192.0.2.1 80 {\n lb_kind FOO\n}\n", `line 2: lb_kind "FOO"`},
+		{"virtual_server 192.0.2.1 80 {\n lb_kind FOO\n}\n", `keepalived.conf:2: lb_kind "FOO"`},
 		{"virtual_server 192.0.2.300 80 {\n}\n", `address "192.0.2.300"`},
 		{"virtual_server group NOPE {\n}\n", `group "NOPE"`},
 		{"virtual_server 192.0.2.1 80 {\n real_server 10.0.0.1 80 {\n  weight -1\n }\n}\n", `weight "-1"`},
 		// Only edgelb's own validator catches it (check.go; FuzzParse found it).
-		{"virtual_server 192.0.2.1 80 {\n}\nvirtual_server 0.0.0.10 80 {\n}\n", `line 3: edgelb refuses the converted services[1].vip "0.0.0.10"`},
+		{"virtual_server 192.0.2.1 80 {\n}\nvirtual_server 0.0.0.10 80 {\n}\n", `keepalived.conf:3: edgelb refuses the converted services[1].vip "0.0.0.10"`},
 	} {
 		nodes, err := Parse(tc.in)
 		if err == nil {
-			_, err = Convert(nodes)
+			_, err = Convert(nodes, Options{})
 		}
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: err %v, want %s", tc.in, err, tc.want)

@@ -22,7 +22,7 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			return
 		}
-		res, err := Convert(nodes)
+		res, err := Convert(nodes, Options{SkipUnknown: true})
 		if err != nil {
 			return
 		}
