@@ -419,7 +419,7 @@ func ippoolVerdict(c vcase) verdict {
 		"apiVersion": "edgelb.io/v1alpha1", "kind": "IPPool",
 		"metadata": map[string]any{"name": name}, "spec": spec,
 	}}
-	_, err := poolFromObject(u)
+	_, err := poolFromObject(u, nil)
 	if err == nil {
 		return verdict{ok: true}
 	}
@@ -449,7 +449,7 @@ func serviceVerdict(c vcase) verdict {
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, IPFamilies: []corev1.IPFamily{fam},
 			Ports: []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP}}},
 	}
-	_, err := parseIntent(svc)
+	_, err := parseIntent(svc, nil)
 	if err == nil {
 		return verdict{ok: true}
 	}
