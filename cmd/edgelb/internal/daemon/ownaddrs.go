@@ -75,7 +75,11 @@ func watchOwnAddresses(ctx context.Context, cfg *config.Config, set func(context
 	defer close(done)
 	poll := (<-chan time.Time)(nil)
 	if err := netlink.AddrSubscribeWithOptions(updates, done, netlink.AddrSubscribeOptions{
-		ErrorCallback: func(err error) { log.Warn("own addresses: netlink subscription", "err", err) },
+		ErrorCallback: func(err error) {
+			if ctx.Err() == nil { // closing the subscription at shutdown fails its last read
+				log.Warn("own addresses: netlink subscription", "err", err)
+			}
+		},
 	}); err != nil {
 		log.Warn("own addresses: cannot follow interface addresses; reading them every 10s", "err", err)
 		t := time.NewTicker(10 * time.Second)
