@@ -67,7 +67,7 @@ func TestValidateOwnAddrs(t *testing.T) {
 	own := NewOwnAddrs()
 	own.AddPrefix(netip.MustParsePrefix("203.0.113.1/24"), "interface veth0")
 	s := ServiceSpec{Name: "s", VIPs: []netip.Addr{netip.MustParseAddr("203.0.113.1")},
-		Ports: []PortSpec{{Port: 80, Protocol: 6}},
+		Ports:    []PortSpec{{Port: 80, Protocol: 6}},
 		Backends: []BackendSpec{{Addr: netip.MustParseAddr("203.0.113.255"), Port: 8080, Weight: 1}}}
 	NormalizeService(&s)
 	err := ValidateService(&s, ValidateOptions{Own: own})
