@@ -137,7 +137,7 @@ func TestValidateServiceAllocation(t *testing.T) {
 		}
 	}
 	// Standalone services have no namespace or labels: selectors refused, priority kept.
-	if err := ValidateStandalonePool(base(ServiceAllocation{Priority: 4})); err != nil {
+	if err := ValidateStandalonePool(base(ServiceAllocation{Priority: 4}), nil); err != nil {
 		t.Errorf("standalone priority: %v", err)
 	}
 	for f, a := range map[string]ServiceAllocation{
@@ -145,7 +145,7 @@ func TestValidateServiceAllocation(t *testing.T) {
 		"serviceAllocation.namespaceSelectors": {NamespaceSelectors: []LabelSelector{{}}},
 		"serviceAllocation.serviceSelectors":   {ServiceSelectors: sel("app", "Exists")},
 	} {
-		err := ValidateStandalonePool(base(a))
+		err := ValidateStandalonePool(base(a), nil)
 		var fe *FieldError
 		if !errors.As(err, &fe) || fe.Field != f || !errors.Is(err, ErrStandaloneSelectors) {
 			t.Errorf("standalone %s: got %v", f, err)

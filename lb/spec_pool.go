@@ -11,12 +11,13 @@ import (
 
 // ParsePool turns a pool as written into a Pool and checks it on its own
 // (Validate): every problem at once, as *Errors with paths relative to the
-// pool. Overlaps with other pools are the caller's (CheckPools, or the
+// pool; a range holding one of own (the gateway's own addresses, nil for
+// none) is refused. Overlaps with other pools are the caller's (CheckPools, or the
 // writer's CheckOverlap).
-func ParsePool(in *PoolInput) (Pool, error) {
+func ParsePool(in *PoolInput, own *OwnAddrs) (Pool, error) {
 	var c fielderr.Collector
 	p := ConvertPool(&c, "", in)
-	CheckPool(&c, "", &p)
+	CheckPool(&c, "", &p, own)
 	return p, c.Err()
 }
 
@@ -67,15 +68,26 @@ func PoolInputOf(p Pool) PoolInput {
 
 // Validate checks a pool on its own: name, at least one range, address
 // classes, no range overlapping another of the same pool, BGP attributes,
-// serviceAllocation. nil or *Errors with every problem.
+// serviceAllocation. nil or *Errors with every problem. Own addresses are
+// the writers' to check (CheckPool with an OwnAddrs): they change while a
+// pool stays.
 func (p *Pool) Validate() error {
 	var c fielderr.Collector
-	CheckPool(&c, "", p)
+	CheckPool(&c, "", p, nil)
 	return c.Err()
 }
 
-// CheckPool is Validate for a caller with its own collector (paths under path).
-func CheckPool(c *fielderr.Collector, path string, p *Pool) {
+// ValidatePool is Validate also refusing a range that holds one of own
+// (the gateway's own addresses; nil: none).
+func ValidatePool(p *Pool, own *OwnAddrs) error {
+	var c fielderr.Collector
+	CheckPool(&c, "", p, own)
+	return c.Err()
+}
+
+// CheckPool is Validate for a caller with its own collector (paths under
+// path), also refusing a range that holds one of own (nil: none).
+func CheckPool(c *fielderr.Collector, path string, p *Pool, own *OwnAddrs) {
 	at := func(f string) string { return fielderr.Join(path, f) }
 	if err := ValidateName(p.Name); err != nil {
 		c.AddErr(at("name"), p.Name, err)
@@ -86,6 +98,10 @@ func CheckPool(c *fielderr.Collector, path string, p *Pool) {
 	var ok []rangeRef
 	for i, r := range p.Ranges {
 		if err := CheckRange(r); err != nil {
+			c.AddErr(fielderr.Index(at("addresses"), i), r.String(), err)
+			continue
+		}
+		if err := own.CheckRange(r); err != nil {
 			c.AddErr(fielderr.Index(at("addresses"), i), r.String(), err)
 			continue
 		}

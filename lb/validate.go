@@ -62,6 +62,9 @@ type ValidateOptions struct {
 	Methods []proxy.Method
 	// SingleVIP: the VIP was written as vip: (errors name "vip", not "vips[0]").
 	SingleVIP bool
+	// Own are the gateway's own addresses (nil: none known): never a VIP
+	// or a backend (ErrOwnAddress).
+	Own *OwnAddrs
 }
 
 // NormalizeService fills the defaults a spec may leave out: scheduler wrr,
@@ -191,9 +194,10 @@ func ValidateAllocation(a *ServiceAllocation) error {
 var ErrStandaloneSelectors = errors.New("selectors apply to Kubernetes Services (cluster mode, IPPool objects); standalone services have no namespace or labels — only serviceAllocation.priority applies here")
 
 // ValidateStandalonePool is Validate for the standalone writer (config
-// file and REST API without a cluster): it also refuses selectors.
-func ValidateStandalonePool(p *Pool) error {
-	if err := p.Validate(); err != nil {
+// file and REST API without a cluster): it also refuses selectors and a
+// range holding one of own (the gateway's own addresses; nil: none).
+func ValidateStandalonePool(p *Pool, own *OwnAddrs) error {
+	if err := ValidatePool(p, own); err != nil {
 		return err
 	}
 	return ValidateStandaloneAllocation(p.Allocation)

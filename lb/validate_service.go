@@ -138,6 +138,10 @@ func checkServiceAddrs(c *fielderr.Collector, path string, s *ServiceSpec, o Val
 			c.AddErr(f, v.String(), err)
 			continue
 		}
+		if err := o.Own.Check(v, UseVIP); err != nil {
+			c.AddErr(f, v.String(), err)
+			continue
+		}
 		if fams[FamilyOf(v)] {
 			c.Add(f, v.String(), "two %s VIPs: a service has at most one VIP per family", FamilyOf(v))
 			continue
@@ -192,6 +196,10 @@ func checkBackends(c *fielderr.Collector, path string, s *ServiceSpec, o Validat
 		}
 		if err := CheckAddr(a, UseBackend); err != nil {
 			c.AddErr(at("address"), a.String(), err)
+			continue
+		}
+		if err := o.Own.Check(a, UseBackend); err != nil {
+			c.AddErr(at("address"), backendString(be), err)
 			continue
 		}
 		if slices.Contains(s.VIPs, a) {

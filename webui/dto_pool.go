@@ -25,8 +25,9 @@ type PoolStatus struct {
 
 // parsePool turns the body into an lb.Pool with lb's one validator, on the
 // pool alone; overlaps with other pools and addresses in use are the
-// Manager's to refuse (409).
-func parsePool(s PoolSpec) (lb.Pool, error) { return lb.ParsePool(&s) }
+// Manager's to refuse (409), and so are the gateway's own addresses (the
+// engine knows them: lb.ValidateStandalonePool).
+func parsePool(s PoolSpec) (lb.Pool, error) { return lb.ParsePool(&s, nil) }
 
 func poolStatusOf(p lb.PoolStatus) PoolStatus {
 	return PoolStatus{Spec: lb.PoolInputOf(p.Pool), Size: p.Size, Used: p.Used, Origin: string(p.Origin)}

@@ -307,7 +307,7 @@ announce: {bgp: {localASN: 65001, peers: [{address: 192.0.2.1, asn: 65002, passw
 func TestNodePortInput(t *testing.T) {
 	cfg := mustParse(t, `
 pools: [{name: p, addresses: ["192.0.2.0/24"]}]
-dataplane: {nodeAddresses: ["192.0.2.1"], nodePortRange: "31000-31999"}
+dataplane: {nodeAddresses: ["198.51.100.1"], nodePortRange: "31000-31999"}
 services:
   - {name: a, vip: 192.0.2.10, ports: [{port: 80, nodePort: 31080}, {port: 53, protocol: UDP}]}
   - {name: b, ports: [{port: 81, nodePort: 31081}]}
@@ -319,7 +319,7 @@ services:
 			{Port: 31081, Protocol: proxy.TCP, Service: "b"}},
 		VIPPorts: []hostcheck.VIPPort{{VIP: netip.MustParseAddr("192.0.2.10"), Port: 80, Protocol: proxy.TCP, Service: "a"},
 			{VIP: netip.MustParseAddr("192.0.2.10"), Port: 53, Protocol: proxy.UDP, Service: "a"}},
-		NodeAddrs: []netip.Addr{netip.MustParseAddr("192.0.2.1")},
+		NodeAddrs: []netip.Addr{netip.MustParseAddr("198.51.100.1")},
 	}
 	if !reflect.DeepEqual(got, wantIn) {
 		t.Errorf("NodePortInput\n%+v\nwant\n%+v", got, wantIn)

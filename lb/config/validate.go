@@ -15,8 +15,9 @@ import (
 //
 // Pools and services are judged by lb's one validator (lb.CheckPool,
 // lb.CheckService, lb.CheckPools, lb.CheckServices), as REST bodies and
-// IPPool objects are; what is here is the file's own: its sections, and
-// that a service without a VIP has a pool to draw from.
+// IPPool objects are, against the own addresses the file names (OwnAddrs);
+// what is here is the file's own: its sections, and that a service without
+// a VIP has a pool to draw from.
 func (c *Config) Validate() error {
 	var col collector
 	c.validate(&col)
@@ -46,10 +47,11 @@ func (c *Config) validate(col *collector) {
 }
 
 func (c *Config) validatePools(col *collector) {
+	own := c.OwnAddrs()
 	for i := range c.Pools {
 		p := &c.Pools[i]
 		path := index("pools", i)
-		lb.CheckPool(&col.Collector, path, p)
+		lb.CheckPool(&col.Collector, path, p, own)
 		// Standalone: only serviceAllocation.priority applies.
 		if err := lb.ValidateStandaloneAllocation(p.Allocation); err != nil {
 			if fe, ok := err.(*lb.FieldError); ok {
@@ -75,7 +77,8 @@ func (c *Config) validateServices(col *collector) {
 			col.add("pools", "", "not allowed with kubernetes.enabled: pools are IPPool objects (edgelb.io/v1alpha1; kubectl apply them)")
 		}
 	}
-	o := lb.ValidateOptions{NodePortRange: lb.PortRange{First: c.Dataplane.NodePortRange.First, Last: c.Dataplane.NodePortRange.Last}, Pools: c.Pools}
+	o := lb.ValidateOptions{NodePortRange: lb.PortRange{First: c.Dataplane.NodePortRange.First, Last: c.Dataplane.NodePortRange.Last}, Pools: c.Pools,
+		Own: c.OwnAddrs()}
 	if o.Pools == nil {
 		o.Pools = []lb.Pool{}
 	}

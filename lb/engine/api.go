@@ -28,7 +28,7 @@ func (e *Engine) serviceStatus(name string) lb.ServiceStatus { return e.current(
 // overlapping another pool (*lb.ConflictError quoting both ranges).
 func (e *Engine) CreatePool(ctx context.Context, p lb.Pool) (out lb.PoolStatus, err error) {
 	err = e.write(ctx, func() error {
-		if err := lb.ValidateStandalonePool(&p); err != nil {
+		if err := lb.ValidateStandalonePool(&p, e.own); err != nil {
 			return err
 		}
 		if _, ok := e.pools[p.Name]; ok {
@@ -50,7 +50,7 @@ func (e *Engine) CreatePool(ctx context.Context, p lb.Pool) (out lb.PoolStatus, 
 // (409 naming the file, see configorigin.go).
 func (e *Engine) UpdatePool(ctx context.Context, p lb.Pool) (out lb.PoolStatus, err error) {
 	err = e.write(ctx, func() error {
-		if err := lb.ValidateStandalonePool(&p); err != nil {
+		if err := lb.ValidateStandalonePool(&p, e.own); err != nil {
 			return err
 		}
 		old, ok := e.pools[p.Name]
@@ -117,7 +117,7 @@ func (e *Engine) usersOf(pool string) string {
 // load of N services stays O(N).
 func (e *Engine) validation(pools map[string]store.Pool, svcs map[string]*service) lb.ValidateOptions {
 	o := lb.ValidateOptions{NodePortRange: e.opts.NodePortRange, Pools: []lb.Pool{}, NodePorts: map[lb.PortProto]string{},
-		VIPs: map[netip.Addr]string{}, Methods: e.opts.Methods}
+		VIPs: map[netip.Addr]string{}, Methods: e.opts.Methods, Own: e.own}
 	for _, n := range store.Names(pools) {
 		o.Pools = append(o.Pools, pools[n].Pool)
 	}
@@ -251,7 +251,7 @@ func (e *Engine) SyncConfig(ctx context.Context, pools []lb.Pool, services []lb.
 		t := e.beginFor(len(specs))
 		inFile := map[string]bool{}
 		for _, p := range pools {
-			if err := lb.ValidateStandalonePool(&p); err != nil {
+			if err := lb.ValidateStandalonePool(&p, e.own); err != nil {
 				return fmt.Errorf("config: pool %q: %w", p.Name, err)
 			}
 			if inFile[p.Name] {

@@ -49,14 +49,23 @@ func (e *Engine) desired() lb.Desired {
 	if len(e.order) > 0 {
 		d.Dataplane.Services = make([]proxy.Service, 0, len(e.order))
 	}
+	var hit map[string]string
 	for _, n := range e.order {
 		r := e.renderService(n)
+		if r.ownConflict != "" {
+			if hit == nil {
+				hit = map[string]string{}
+			}
+			hit[n] = r.ownConflict
+			continue
+		}
 		d.Dataplane.Services = append(d.Dataplane.Services, r.services...)
 		d.Health = append(d.Health, r.health...)
 		for _, ip := range r.ips {
 			vips[ip] = vips[ip] || r.announced
 		}
 	}
+	e.setOwnHit(hit)
 	// Sort the addresses, not the (larger) VIP structs.
 	addrs := make([]netip.Addr, 0, len(vips))
 	for ip, announced := range vips {
@@ -88,6 +97,9 @@ type rendered struct {
 	services  []proxy.Service
 	health    []lb.HealthTarget
 	announced bool
+	// ownConflict: left out of the desired state, a VIP or backend is one
+	// of the gateway's own addresses (own.go).
+	ownConflict string
 }
 
 // invalidate drops service n's cached rendering; forgetOrder also drops
@@ -106,6 +118,11 @@ func (e *Engine) renderService(n string) *rendered {
 	}
 	s := &e.svcs[n].Spec
 	r := &rendered{ips: e.alloc.IPs(n), announced: true, health: s.HealthTargets()}
+	if r.ownConflict = e.ownConflict(s, r.ips); r.ownConflict != "" {
+		r.services, r.health, r.ips = nil, nil, nil
+		e.cacheRendered(n, r)
+		return r
+	}
 	down := e.unhealthy[s.Name]
 	if e.allDown(s) {
 		switch e.opts.AllDown {
@@ -117,11 +134,15 @@ func (e *Engine) renderService(n string) *rendered {
 	}
 	ds := desiredService(s, r.ips, down)
 	r.services, _ = ds.Render(nil)
+	e.cacheRendered(n, r)
+	return r
+}
+
+func (e *Engine) cacheRendered(n string, r *rendered) {
 	if e.rendered == nil {
 		e.rendered = map[string]*rendered{}
 	}
 	e.rendered[n] = r
-	return r
 }
 
 // allDown reports whether every backend of s in rotation is marked down by

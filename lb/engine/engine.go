@@ -63,6 +63,9 @@ type Options struct {
 	// service made by an operation whose context carries an audit.Actor
 	// (audit.go).
 	Audit audit.Recorder
+	// OwnAddrs are the gateway's own addresses at start (SetOwnAddrs
+	// replaces them): never a pool address, a VIP or a backend (issue 36).
+	OwnAddrs *lb.OwnAddrs
 	// AllocationOrder is how the allocator picks inside a pool (zero:
 	// lb.LowestFree, MetalLB's order).
 	AllocationOrder lb.AllocOrder
@@ -117,6 +120,8 @@ type Engine struct {
 	refused   map[string]string                  // service → why the dataplane refused it (SetRefused)
 	disagree  map[string]string                  // fleet: service → how this gateway's config file differs
 	actor     *audit.Actor                       // who asked for the operation running (audit.go)
+	own       *lb.OwnAddrs                       // the gateway's own addresses (own.go)
+	ownHit    map[string]string                  // service → why it is left out: an own address (own.go)
 }
 
 type storeTrouble struct {
@@ -172,6 +177,7 @@ func NewEngine(st store.Store, opts Options) (*Engine, error) {
 		pools:     map[string]store.Pool{},
 		svcs:      map[string]*service{},
 		unhealthy: map[string]map[netip.AddrPort]bool{},
+		own:       opts.OwnAddrs,
 	}
 	if err := e.restore(); err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ type metrics struct {
 	poolUsed    *prometheus.GaugeVec
 	services    prometheus.Gauge
 	pending     prometheus.Gauge
+	ownHit      prometheus.Gauge
 	allocations prometheus.Counter
 	restored    prometheus.Counter
 	commits     *prometheus.CounterVec
@@ -31,6 +32,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "edgelb_services", Help: "Standalone services declared."}),
 		pending: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "edgelb_pending_services", Help: "Services waiting for a VIP (see the API for why)."}),
+		ownHit: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "edgelb_own_address_services",
+			Help: "Services left out of the dataplane because a VIP or backend is one of the gateway's own addresses (see the API for which)."}),
 		allocations: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "edgelb_allocations_total", Help: "Addresses newly assigned to services (restores not counted)."}),
 		restored: prometheus.NewCounter(prometheus.CounterOpts{
@@ -47,7 +51,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "edgelb_store_reloads_total", Help: "Full reads of the shared store (changes by other gateways, resyncs)."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.poolSize, m.poolUsed, m.services, m.pending, m.allocations, m.restored, m.commits, m.commitFailures,
+		reg.MustRegister(m.poolSize, m.poolUsed, m.services, m.pending, m.ownHit, m.allocations, m.restored, m.commits, m.commitFailures,
 			m.staleRetries, m.reloads)
 	}
 	return m

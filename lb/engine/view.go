@@ -26,6 +26,7 @@ type view struct {
 	svcs     map[string]*service
 	refused  map[string]string
 	disagree map[string]string
+	ownHit   map[string]string
 }
 
 // publishView makes the engine's current state the readers' view. It runs
@@ -35,7 +36,7 @@ func (e *Engine) publishView() { e.view.Store(e.current()) }
 
 // current is the engine's state as a view (engine goroutine only).
 func (e *Engine) current() *view {
-	return &view{alloc: e.alloc, pools: e.pools, svcs: e.svcs, refused: e.refused, disagree: e.disagree}
+	return &view{alloc: e.alloc, pools: e.pools, svcs: e.svcs, refused: e.refused, disagree: e.disagree, ownHit: e.ownHit}
 }
 
 // read returns the view, or why there is none to read.
@@ -61,7 +62,10 @@ func (v *view) poolStatus(name string) lb.PoolStatus {
 
 func (v *view) serviceStatus(name string) lb.ServiceStatus {
 	s := v.svcs[name]
-	failed := v.refused[name]
+	failed := v.ownHit[name] // left out: a VIP or backend is the gateway's own address (own.go)
+	if failed == "" {
+		failed = v.refused[name]
+	}
 	if failed == "" {
 		failed = v.disagree[name] // fleet: this gateway's config file says otherwise (fleet.go)
 	}

@@ -24,7 +24,7 @@ var IPPoolGVK = schema.GroupVersionKind{Group: "edgelb.io", Version: "v1alpha1",
 // and the config file use and judged by the one validator (lb.ParsePool).
 // Errors are *lb.FieldError (or *lb.Errors of them) with the field path
 // in the object (spec.addresses[0]) and the bad value.
-func poolFromObject(u *unstructured.Unstructured) (lb.Pool, error) {
+func poolFromObject(u *unstructured.Unstructured, own *lb.OwnAddrs) (lb.Pool, error) {
 	var in lb.PoolInput
 	if spec, ok := u.Object["spec"]; ok && spec != nil {
 		js, err := json.Marshal(spec)
@@ -40,7 +40,7 @@ func poolFromObject(u *unstructured.Unstructured) (lb.Pool, error) {
 		}
 	}
 	in.Name = u.GetName()
-	p, err := lb.ParsePool(&in)
+	p, err := lb.ParsePool(&in, own)
 	if err != nil {
 		return p, inSpec(err)
 	}
@@ -155,8 +155,9 @@ const FinalizerInUse = "edgelb.io/addresses-in-use"
 
 // computePools validates every pool and refuses overlaps: the older pool
 // (by creation time, then name) keeps its range, so adding a bad pool never
-// changes what existing Services hold.
-func computePools(objs []*unstructured.Unstructured) poolSet {
+// changes what existing Services hold. A pool holding one of own (the
+// gateway's addresses) is rejected.
+func computePools(objs []*unstructured.Unstructured, own *lb.OwnAddrs) poolSet {
 	sorted := append([]*unstructured.Unstructured(nil), objs...)
 	sort.Slice(sorted, func(i, j int) bool {
 		ti, tj := sorted[i].GetCreationTimestamp(), sorted[j].GetCreationTimestamp()
@@ -167,7 +168,7 @@ func computePools(objs []*unstructured.Unstructured) poolSet {
 	})
 	ps := poolSet{Rejected: map[string]error{}, Deleting: map[string]lb.Pool{}}
 	for _, u := range sorted {
-		p, err := poolFromObject(u)
+		p, err := poolFromObject(u, own)
 		if u.GetDeletionTimestamp() != nil {
 			if err == nil {
 				ps.Deleting[u.GetName()] = p

@@ -33,7 +33,7 @@ func TestComputePools(t *testing.T) {
 		poolObj("bad", time.Second, "192.0.2.1/24"),    // host bits set
 		poolObj("v6", 3*time.Second, "2001:db8::/120"), // fine
 		poolObj("rev", 4*time.Second, "198.51.100.9-198.51.100.1"),
-	})
+	}, nil)
 	if len(ps.Valid) != 2 || ps.Valid[0].Name != "first" || ps.Valid[1].Name != "v6" {
 		t.Fatalf("valid = %+v", ps.Valid)
 	}
@@ -55,7 +55,7 @@ func TestPoolRoundTrip(t *testing.T) {
 	r, _ := lb.ParseRange("192.0.2.0/28")
 	p := lb.Pool{Name: "rt", Ranges: []lb.Range{r}, AvoidBuggyIPs: true,
 		Advertisement: lb.Advertisement{Communities: []string{"65000:1"}, LocalPref: 200, AggregationLen: 28}}
-	got, err := poolFromObject(poolToObject(p))
+	got, err := poolFromObject(poolToObject(p), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func FuzzPoolFromObject(f *testing.F) {
 		f.Add(s, "192.0.2.64/30")
 	}
 	f.Fuzz(func(t *testing.T, a, b string) {
-		p, err := poolFromObject(poolObj("fz", 0, a, b))
+		p, err := poolFromObject(poolObj("fz", 0, a, b), nil)
 		if err != nil {
 			var fe *lb.FieldError
 			if !errors.As(err, &fe) || !strings.HasPrefix(fe.Field, "spec.") {
@@ -100,7 +100,7 @@ func TestPoolServiceAllocation(t *testing.T) {
 		ServiceSelectors: []lb.LabelSelector{{MatchExpressions: []lb.LabelRequirement{
 			{Key: "app", Operator: lb.OpIn, Values: []string{"web", "api"}}}}}}
 	p := lb.Pool{Name: "sa", AutoAssign: true, Ranges: []lb.Range{r}, Allocation: sa}
-	got, err := poolFromObject(poolToObject(p))
+	got, err := poolFromObject(poolToObject(p), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,14 +111,14 @@ func TestPoolServiceAllocation(t *testing.T) {
 	bad := poolToObject(p)
 	_ = unstructured.SetNestedSlice(bad.Object, []any{map[string]any{"matchExpressions": []any{
 		map[string]any{"key": "app", "operator": "Equals", "values": []any{"x"}}}}}, "spec", "serviceAllocation", "serviceSelectors")
-	_, err = poolFromObject(bad)
+	_, err = poolFromObject(bad, nil)
 	var fe *lb.FieldError
 	if !errors.As(err, &fe) || fe.Field != "spec.serviceAllocation.serviceSelectors[0].matchExpressions[0].operator" || fe.Value != "Equals" {
 		t.Fatalf("bad operator: %v", err)
 	}
 	// A field of the wrong type is a FieldError naming it (the strict decoder).
 	_ = unstructured.SetNestedField(bad.Object, "high", "spec", "serviceAllocation", "priority")
-	if _, err = poolFromObject(bad); !errors.As(err, &fe) || fe.Field != "spec.serviceAllocation.priority" {
+	if _, err = poolFromObject(bad, nil); !errors.As(err, &fe) || fe.Field != "spec.serviceAllocation.priority" {
 		t.Fatalf("priority as a string: %v", err)
 	}
 }
@@ -139,7 +139,7 @@ func FuzzPoolServiceAllocation(f *testing.F) {
 		}
 		u := poolObj("fz", 0, "192.0.2.0/28")
 		_ = unstructured.SetNestedField(u.Object, sa, "spec", "serviceAllocation")
-		p, err := poolFromObject(u)
+		p, err := poolFromObject(u, nil)
 		if err != nil {
 			var fe *lb.FieldError
 			if !errors.As(err, &fe) || !strings.HasPrefix(fe.Field, "spec.serviceAllocation") {
@@ -150,7 +150,7 @@ func FuzzPoolServiceAllocation(f *testing.F) {
 		if _, isMap := sa.(map[string]any); !isMap || p.Validate() != nil {
 			t.Fatalf("accepted %s as %+v", js, p.Allocation)
 		}
-		back, err := poolFromObject(poolToObject(p))
+		back, err := poolFromObject(poolToObject(p), nil)
 		if err != nil || !reflect.DeepEqual(back.Allocation, p.Allocation) {
 			t.Fatalf("round trip of %s: %+v, %v", js, back.Allocation, err)
 		}

@@ -40,6 +40,10 @@ type Options struct {
 	// NodeAddrs are the gateway's own addresses node ports listen on; empty:
 	// the InternalIP/ExternalIP addresses of Node NodeName.
 	NodeAddrs []netip.Addr
+	// OwnAddrs are the gateway's own addresses (its interfaces' and what
+	// its config binds to): an IPPool holding one is rejected and a
+	// Service requesting one refused (issue 36). nil: none known.
+	OwnAddrs *lb.OwnAddrs
 	// BackendMode: endpoints (pod IPs) or nodeport (node addresses + nodePort).
 	BackendMode BackendMode
 	// NodePortsOnLoadBalancers also exposes a LoadBalancer Service's node

@@ -67,8 +67,9 @@ func familyOf(a netip.Addr) lb.Family {
 }
 
 // parseIntent reads a LoadBalancer Service. Errors are *lb.FieldError naming
-// the annotation or field and quoting the bad value.
-func parseIntent(svc *corev1.Service) (intent, error) {
+// the annotation or field and quoting the bad value; a requested address
+// that is one of own (the gateway's, Options.OwnAddrs) is refused.
+func parseIntent(svc *corev1.Service, own *lb.OwnAddrs) (intent, error) {
 	in := intent{Requested: map[lb.Family]netip.Addr{}}
 	for i, p := range svc.Spec.Ports {
 		proto, err := proxy.ParseProtocol(string(p.Protocol))
@@ -123,6 +124,9 @@ func parseIntent(svc *corev1.Service) (intent, error) {
 			a = a.Unmap()
 			// The same address-class table as REST and the config file.
 			if err := lb.CheckAddr(a, lb.UseVIP); err != nil {
+				return in, &lb.FieldError{Field: field, Value: s, Err: err}
+			}
+			if err := own.Check(a, lb.UseVIP); err != nil {
 				return in, &lb.FieldError{Field: field, Value: s, Err: err}
 			}
 			f := familyOf(a)

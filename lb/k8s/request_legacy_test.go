@@ -44,7 +44,7 @@ func TestLegacyMetalLBAnnotations(t *testing.T) {
 					s.Annotations[k] = v
 				}
 			})
-			in, err := parseIntent(svc)
+			in, err := parseIntent(svc, nil)
 			if tc.errField != "" {
 				var fe *lb.FieldError
 				if !errors.As(err, &fe) || fe.Field != tc.errField {

@@ -77,7 +77,7 @@ func TestParseIntent(t *testing.T) {
 		}), errField: "spec.loadBalancerIP"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			in, err := parseIntent(tc.svc)
+			in, err := parseIntent(tc.svc, nil)
 			if tc.errField != "" {
 				var fe *lb.FieldError
 				if !errors.As(err, &fe) || fe.Field != tc.errField {
@@ -141,7 +141,7 @@ func FuzzParseIntent(f *testing.F) {
 			s.Annotations[AnnotationPool] = pool
 			s.Annotations[AnnotationShared] = key
 		})
-		in, err := parseIntent(svc)
+		in, err := parseIntent(svc, nil)
 		if err != nil {
 			var fe *lb.FieldError
 			if !errors.As(err, &fe) {

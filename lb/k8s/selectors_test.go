@@ -18,7 +18,7 @@ import (
 // priorities is TestK8sPoolSelectors.
 func TestPoolSelectorsFake(t *testing.T) {
 	team := poolObj("team", 0, "198.51.100.0/30")
-	p, err := poolFromObject(team)
+	p, err := poolFromObject(team, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -259,6 +259,33 @@ var vcases = []vcase{
 	{"allocation bad operator", "pool", `{"name":"p","addresses":["192.0.2.0/24"],"serviceAllocation":{"serviceSelectors":[{"matchExpressions":[{"key":"app","operator":"Equals","values":["x"]}]}]}}`, false,
 		"serviceAllocation.serviceSelectors[0].matchExpressions[0].operator"},
 	{"pool unknown field", "pool", `{"name":"p","addresses":["192.0.2.0/24"],"colour":1}`, false, "colour"},
+	// The gateway's own addresses (issue 36; vOwnYAML declares them to
+	// every input): refused, the reason naming them.
+	{"vip own address", "svc", svc(vip("203.0.113.50")), false, "vips[0]"},
+	{"vip own IPv6 address", "svc", svc(vip("2001:db8:ff::50")), false, "vips[0]"},
+	{"backend own address", "svc", svc(be("203.0.113.50")), false, "backends[0].address"},
+	{"backend own address:port", "svc", svc(be("203.0.113.50:8080")), false, "backends[0].address"},
+	{"backend own IPv6 address:port", "svc", svc(`"vips":["192.0.2.10","2001:db8::10"],` + be("[2001:db8:ff::50]:8080")), false, "backends[0].address"},
+	{"backend beside an own address", "svc", svc(be("203.0.113.51")), true, ""},
+	{"pool holding an own address", "pool", pool(`"203.0.113.0/24"`), false, "addresses[0]"},
+	{"pool = an own address", "pool", pool(`"203.0.113.50"`), false, "addresses[0]"},
+	{"pool holding an own IPv6 address", "pool", pool(`"2001:db8:ff::/120"`), false, "addresses[0]"},
+	{"pool beside an own address", "pool", pool(`"203.0.113.51-203.0.113.60"`), true, ""},
+	{"pool second range an own address", "pool", pool(`"192.0.2.0/24","203.0.113.50/32"`), false, "addresses[1]"},
+}
+
+// vOwnYAML makes 203.0.113.50 and 2001:db8:ff::50 the gateway's own
+// addresses in every input: appended to each config file (YAML, migrate),
+// and the same file's config.OwnAddrs for REST (the engine), IPPools and
+// Services (the controller's Options.OwnAddrs).
+const vOwnYAML = "dataplane: {nodeAddresses: [\"203.0.113.50\", \"2001:db8:ff::50\"]}\n"
+
+func vOwn() *lb.OwnAddrs {
+	c, err := config.Parse([]byte(vOwnYAML))
+	if err != nil {
+		panic(err)
+	}
+	return c.OwnAddrs()
 }
 
 // verdict is one input's answer: accepted, or the field it refused.
@@ -305,6 +332,9 @@ func TestOneSchemaVerdicts(t *testing.T) {
 				continue
 			}
 			counts[in.name]++
+			if (strings.Contains(c.name, "own address") || strings.Contains(c.name, "own IPv6")) && !c.ok && !strings.Contains(in.v.msg, "this gateway's own address") {
+				t.Errorf("%s: %s refuses it for another reason: %s", c.name, in.name, in.v.msg)
+			}
 			if in.v.ok != c.ok || !c.ok && in.v.field != c.field {
 				t.Errorf("%s: %s says %s (%s), want ok=%v field %q", c.name, in.name, in.v, in.v.msg, c.ok, c.field)
 			}
@@ -320,7 +350,7 @@ func TestOneSchemaVerdicts(t *testing.T) {
 
 func restVerdict(t *testing.T, c vcase) verdict {
 	t.Helper()
-	e, err := engine.NewEngine(store.NewMem(), engine.Options{})
+	e, err := engine.NewEngine(store.NewMem(), engine.Options{OwnAddrs: vOwn()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,7 +406,7 @@ func restVerdict(t *testing.T, c vcase) verdict {
 // case's object (at prefix), its path relative to the object.
 func fileVerdict(t *testing.T, name string, y []byte, prefix string) verdict {
 	t.Helper()
-	_, err := config.Parse(y)
+	_, err := config.Parse(append(y, vOwnYAML...))
 	if err == nil {
 		return verdict{ok: true}
 	}
@@ -419,7 +449,7 @@ func ippoolVerdict(c vcase) verdict {
 		"apiVersion": "edgelb.io/v1alpha1", "kind": "IPPool",
 		"metadata": map[string]any{"name": name}, "spec": spec,
 	}}
-	_, err := poolFromObject(u)
+	_, err := poolFromObject(u, vOwn())
 	if err == nil {
 		return verdict{ok: true}
 	}
@@ -449,7 +479,7 @@ func serviceVerdict(c vcase) verdict {
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, IPFamilies: []corev1.IPFamily{fam},
 			Ports: []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP}}},
 	}
-	_, err := parseIntent(svc)
+	_, err := parseIntent(svc, vOwn())
 	if err == nil {
 		return verdict{ok: true}
 	}

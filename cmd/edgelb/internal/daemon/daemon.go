@@ -35,7 +35,8 @@ type Options struct {
 	// Dataplane and Announcers, when set, are used instead of the kernel's
 	// ones the config names (its dataplane and announce sections are then
 	// ignored): a root-free test runs config → engine → effects → proxy/fake
-	// (inject.go). Run closes them as its own.
+	// (inject.go). Run closes them as its own. The machine's interfaces
+	// are not the fake's: only the config's own addresses count then.
 	Dataplane  proxy.Dataplane
 	Announcers []announce.Announcer
 }
@@ -83,6 +84,10 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	own, err := o.ownAddresses(cfg)
+	if err != nil {
+		return err
+	}
 	trail, err := openAudit(cfg, reg, log)
 	if err != nil {
 		return err
@@ -90,9 +95,9 @@ func Run(ctx context.Context, o Options) error {
 	// The one writer: the standalone engine, or the Kubernetes controller.
 	var w *writer
 	if cfg.Kubernetes.Enabled {
-		w, err = kubernetesWriter(cfg, nodeAddrs, reg, trail, log)
+		w, err = kubernetesWriter(cfg, nodeAddrs, own, reg, trail, log)
 	} else {
-		w, err = standaloneWriter(ctx, cfg, nodeAddrs, reg, trail, log)
+		w, err = standaloneWriter(ctx, cfg, nodeAddrs, own, reg, trail, log)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -116,6 +121,15 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	up.mark("writer")
+	if w.setOwn != nil && o.Dataplane == nil {
+		ownCtx, stopOwn := context.WithCancel(context.Background())
+		ownDone := make(chan struct{})
+		go func() {
+			defer close(ownDone)
+			watchOwnAddresses(ownCtx, cfg, w.setOwn, log.With("component", "ownaddrs"))
+		}()
+		defer func() { stopOwn(); <-ownDone }()
+	}
 	// The writer holds the pools and services now (the engine copies them;
 	// the controller never reads them). cfg lives until shutdown for the
 	// settings a reload compares, and with 10,000 services the parsed

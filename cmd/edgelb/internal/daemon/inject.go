@@ -7,6 +7,7 @@ import (
 
 	"github.com/edgelb/edgelb/announce"
 	"github.com/edgelb/edgelb/announce/l2"
+	"github.com/edgelb/edgelb/lb"
 	"github.com/edgelb/edgelb/lb/config"
 	"github.com/edgelb/edgelb/lb/effects"
 	"github.com/edgelb/edgelb/proxy"
@@ -20,6 +21,16 @@ func (o *Options) dataplane(cfg *config.Config, log *slog.Logger) (proxy.Datapla
 	}
 	flows, _ := o.Dataplane.(proxy.FlowSource)
 	return o.Dataplane, flows, func() error { return nil }, nil
+}
+
+// ownAddresses are the config's own addresses with an injected dataplane
+// (the machine's interfaces are not the fake gateway's), else the
+// interfaces' too.
+func (o *Options) ownAddresses(cfg *config.Config) (*lb.OwnAddrs, error) {
+	if o.Dataplane != nil {
+		return cfg.OwnAddrs(), nil
+	}
+	return ownAddresses(cfg)
 }
 
 // announcers is Options.Announcers when set, else the config's.

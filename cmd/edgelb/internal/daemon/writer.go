@@ -34,7 +34,10 @@ type writer struct {
 	// setRefused shows the services the dataplane refused one by one in
 	// their status (nil: the mode has no place for it yet).
 	setRefused func(ctx context.Context, refused map[string]string) error
-	close      func()
+	// setOwn hands over the gateway's own addresses when its interfaces'
+	// change (nil: the mode takes them at start only).
+	setOwn func(ctx context.Context, own *lb.OwnAddrs) error
+	close  func()
 	// storeHealth and storeRevision: a fleet's shared store (nil otherwise).
 	storeHealth   func() error
 	storeRevision func() int64
@@ -64,13 +67,14 @@ func openBolt(cfg *config.Config, log *slog.Logger) (store.Store, error) {
 	return st, nil
 }
 
-func standaloneWriter(ctx context.Context, cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus.Registerer, trail audit.Recorder, log *slog.Logger) (*writer, error) {
+func standaloneWriter(ctx context.Context, cfg *config.Config, nodeAddrs []netip.Addr, own *lb.OwnAddrs, reg prometheus.Registerer, trail audit.Recorder, log *slog.Logger) (*writer, error) {
 	st, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return nil, err
 	}
 	eng, err := engine.NewEngine(st, engine.Options{
 		NodeAddrs:       nodeAddrs,
+		OwnAddrs:        own,
 		AllocationOrder: cfg.AllocationOrder,
 		NodePortRange:   lb.PortRange{First: cfg.Dataplane.NodePortRange.First, Last: cfg.Dataplane.NodePortRange.Last},
 		Registry:        reg,
@@ -96,6 +100,7 @@ func standaloneWriter(ctx context.Context, cfg *config.Config, nodeAddrs []netip
 		setHealth:    eng.SetBackendHealth,
 		syncConfig:   eng.SyncConfig,
 		setRefused:   eng.SetRefused,
+		setOwn:       eng.SetOwnAddrs,
 		storeTrouble: eng.StoreTrouble,
 		close:        func() { st.Close() },
 	}
@@ -117,7 +122,7 @@ func standaloneWriter(ctx context.Context, cfg *config.Config, nodeAddrs []netip
 	return w, nil
 }
 
-func kubernetesWriter(cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus.Registerer, trail audit.Recorder, log *slog.Logger) (*writer, error) {
+func kubernetesWriter(cfg *config.Config, nodeAddrs []netip.Addr, own *lb.OwnAddrs, reg prometheus.Registerer, trail audit.Recorder, log *slog.Logger) (*writer, error) {
 	var rc *rest.Config
 	var err error
 	if cfg.Kubernetes.Kubeconfig != "" {
@@ -134,6 +139,7 @@ func kubernetesWriter(cfg *config.Config, nodeAddrs []netip.Addr, reg prometheus
 		HandleClassless: cfg.Kubernetes.HandleClassless,
 		NodeName:        cfg.Kubernetes.NodeName,
 		NodeAddrs:       nodeAddrs,
+		OwnAddrs:        own,
 		BackendMode:     k8s.BackendMode(cfg.Kubernetes.BackendMode),
 		Scheduler:       cfg.Kubernetes.Scheduler,
 		Method:          cfg.Kubernetes.Method,
