@@ -69,7 +69,9 @@ func standaloneWriter(ctx context.Context, cfg *config.Config, nodeAddrs []netip
 	if err != nil {
 		return nil, err
 	}
+	an := cfg.Announcers()
 	eng, err := engine.NewEngine(st, engine.Options{
+		Announcers:      &an,
 		NodeAddrs:       nodeAddrs,
 		AllocationOrder: cfg.AllocationOrder,
 		NodePortRange:   lb.PortRange{First: cfg.Dataplane.NodePortRange.First, Last: cfg.Dataplane.NodePortRange.Last},
