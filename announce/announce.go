@@ -51,7 +51,9 @@ func (v *VIP) ViaBGP() bool { return v.via(KindBGP) }
 // ToPeer reports whether v's route goes to the BGP peer named name.
 func (v *VIP) ToPeer(name string) bool { return len(v.Peers) == 0 || slices.Contains(v.Peers, name) }
 
-func (v *VIP) via(kind string) bool { return len(v.Announcers) == 0 || slices.Contains(v.Announcers, kind) }
+func (v *VIP) via(kind string) bool {
+	return len(v.Announcers) == 0 || slices.Contains(v.Announcers, kind)
+}
 
 // Announcer converges what the network is told to a set of VIPs.
 type Announcer interface {

@@ -24,7 +24,7 @@ import (
 
 const selectionPolicy = "edgelb-peer-selection"
 
-func notToSet(i int) string   { return fmt.Sprintf("edgelb-not-to-%d", i) }
+func notToSet(i int) string    { return fmt.Sprintf("edgelb-not-to-%d", i) }
 func peerSetName(i int) string { return fmt.Sprintf("edgelb-peer-%d", i) }
 
 // setupPeerSelection installs the sets (empty) and the policy. Called once
