@@ -9,6 +9,7 @@ package announce
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"time"
 )
 
@@ -24,7 +25,34 @@ type VIP struct {
 	Communities      []string // "65000:100" or well-known names
 	LargeCommunities []string // "65000:1:2"
 	LocalPref        uint32   // 0 = unset
-	AggregationLen   int      // 0 = host route (/32, /128)
+	AggregationLen   int      // this VIP's family's; 0 = host route (/32, /128)
+	// The pool's announcement selection (empty: all). Each announcer
+	// leaves out the VIPs not meant for it (ViaL2, ViaBGP), so an L2-only
+	// pool is never routed and a BGP-only pool never answers ARP/NDP.
+	Announcers []string // KindL2, KindBGP
+	Peers      []string // BGP peers by name
+	Interfaces []string // L2 interfaces
+}
+
+// Announcer kinds, as VIP.Announcers lists them.
+const (
+	KindL2  = "l2"
+	KindBGP = "bgp"
+)
+
+// ViaL2 reports whether the L2 announcer on ifname answers for v.
+func (v *VIP) ViaL2(ifname string) bool {
+	return v.via(KindL2) && (len(v.Interfaces) == 0 || slices.Contains(v.Interfaces, ifname))
+}
+
+// ViaBGP reports whether BGP announces v (to the peers ToPeer admits).
+func (v *VIP) ViaBGP() bool { return v.via(KindBGP) }
+
+// ToPeer reports whether v's route goes to the BGP peer named name.
+func (v *VIP) ToPeer(name string) bool { return len(v.Peers) == 0 || slices.Contains(v.Peers, name) }
+
+func (v *VIP) via(kind string) bool {
+	return len(v.Announcers) == 0 || slices.Contains(v.Announcers, kind)
 }
 
 // Announcer converges what the network is told to a set of VIPs.

@@ -8,7 +8,7 @@ for g in "$@"; do
     netns|demo) pkgs+=(iproute2 nftables iputils-arping conntrack tshark curl systemd wrk iperf3) ;;
     ipvs)       pkgs+=(qemu-system-x86 cpio busybox-static xz-utils ipvsadm keepalived) ;;
     k8s)        pkgs+=(openssl curl) ;;
-    bgp)        pkgs+=(frr bird2 iproute2 nftables conntrack) ;;
+    bgp)        pkgs+=(frr bird2 iproute2 nftables conntrack iputils-arping) ;;
     failover)   pkgs+=(iproute2 iputils-arping tshark conntrack conntrackd) ;;
     ui)         pkgs+=(chromium fonts-liberation) ;;
     systemd)    pkgs+=(systemd) ;;

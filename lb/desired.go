@@ -2,6 +2,7 @@ package lb
 
 import (
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/edgelb/edgelb/announce"
@@ -146,4 +147,20 @@ func hasFamily(bs []proxy.Backend, f proxy.Family) bool {
 		}
 	}
 	return false
+}
+
+// AnnounceAttrs fills in what v's pool p says about announcing it, for
+// both modes' writers: the BGP attributes, the aggregation length of v's
+// family, and the announcement selection (which announcers, peers and L2
+// interfaces). The slices are copies: Desired is shared read-only.
+func AnnounceAttrs(v *announce.VIP, p *Pool) {
+	a := &p.Advertisement
+	v.Pool = p.Name
+	v.Communities = slices.Clone(a.Communities)
+	v.LargeCommunities = slices.Clone(a.LargeCommunities)
+	v.LocalPref = a.LocalPref
+	v.AggregationLen = p.AggregationFor(v.Addr.Unmap().Is4())
+	v.Announcers = slices.Clone(p.Announce.Announcers)
+	v.Peers = slices.Clone(p.Announce.Peers)
+	v.Interfaces = slices.Clone(p.Announce.Interfaces)
 }

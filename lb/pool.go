@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/big"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -149,6 +150,9 @@ type Pool struct {
 	AvoidBuggyIPs bool `json:"avoidBuggyIPs"`
 	// Advertisement holds the BGP attributes routes for this pool's VIPs carry.
 	Advertisement Advertisement `json:"advertisement"`
+	// Announce selects which announcers, BGP peers and L2 interfaces carry
+	// the pool's VIPs (MetalLB's advertisement selectors); zero: all.
+	Announce Announce `json:"announce"`
 	// Allocation narrows which services the pool serves and orders it
 	// (MetalLB's serviceAllocation); nil: every service, after the pools
 	// that have one.
@@ -160,7 +164,65 @@ type Advertisement struct {
 	Communities      []string `json:"communities,omitempty"`
 	LargeCommunities []string `json:"largeCommunities,omitempty"`
 	LocalPref        uint32   `json:"localPref,omitempty"`
-	AggregationLen   int      `json:"aggregationLength,omitempty"`
+	// AggregationLen is the IPv4 routes' length (and, as before there was
+	// AggregationLenV6, an IPv6-only pool's); AggregationLenV6 the IPv6
+	// routes'. 0: one host route per VIP.
+	AggregationLen   int `json:"aggregationLength,omitempty"`
+	AggregationLenV6 int `json:"aggregationLengthV6,omitempty"`
+}
+
+// AggregationFor is the aggregation length of a's routes for a VIP of
+// the family is4 in pool p: aggregationLength for IPv4, aggregationLengthV6
+// for IPv6 — or aggregationLength on a pool with no IPv4 range, which is
+// how an IPv6 pool wrote it before aggregationLengthV6 existed.
+func (p *Pool) AggregationFor(is4 bool) int {
+	a := &p.Advertisement
+	switch {
+	case is4:
+		return a.AggregationLen
+	case a.AggregationLenV6 != 0 || p.hasV4():
+		return a.AggregationLenV6
+	}
+	return a.AggregationLen
+}
+
+func (p *Pool) hasV4() bool {
+	for _, r := range p.Ranges {
+		if r.Is4() {
+			return true
+		}
+	}
+	return false
+}
+
+// Announcer names, as a pool's announce.announcers lists them.
+const (
+	AnnounceL2  = "l2"
+	AnnounceBGP = "bgp"
+)
+
+// Announce is a pool's announcement selection. Empty lists select all:
+// every configured announcer, every BGP peer, the L2 interface.
+type Announce struct {
+	// Announcers: l2, bgp (empty: both, or whichever is configured).
+	Announcers []string `json:"announcers,omitempty"`
+	// Peers are BGP peers by name (empty: every peer).
+	Peers []string `json:"peers,omitempty"`
+	// Interfaces are the L2 interfaces the VIPs may be answered on (empty:
+	// announce.l2.interface); a gateway whose L2 interface is not listed
+	// does not answer for them.
+	Interfaces []string `json:"interfaces,omitempty"`
+}
+
+// Via reports whether announcer kind (AnnounceL2, AnnounceBGP) carries
+// the pool's VIPs.
+func (a *Announce) Via(kind string) bool {
+	return len(a.Announcers) == 0 || slices.Contains(a.Announcers, kind)
+}
+
+// IsZero reports whether nothing is selected (every announcer, peer, interface).
+func (a *Announce) IsZero() bool {
+	return len(a.Announcers) == 0 && len(a.Peers) == 0 && len(a.Interfaces) == 0
 }
 
 // Contains reports whether a is inside one of the pool's ranges.

@@ -87,18 +87,30 @@ type PoolInput struct {
 	Name      string   `json:"name,omitempty"`
 	Addresses []string `json:"addresses"`
 	// AutoAssign defaults to true (absent means true).
-	AutoAssign        *bool               `json:"autoAssign,omitempty"`
-	AvoidBuggyIPs     bool                `json:"avoidBuggyIPs,omitempty"`
-	Advertisement     *AdvertisementInput `json:"advertisement,omitempty"`
-	ServiceAllocation *ServiceAllocation  `json:"serviceAllocation,omitempty"`
+	AutoAssign    *bool               `json:"autoAssign,omitempty"`
+	AvoidBuggyIPs bool                `json:"avoidBuggyIPs,omitempty"`
+	Advertisement *AdvertisementInput `json:"advertisement,omitempty"`
+	// Announce selects announcers, BGP peers and L2 interfaces (absent: all).
+	Announce          *PoolAnnounceInput `json:"announce,omitempty"`
+	ServiceAllocation *ServiceAllocation `json:"serviceAllocation,omitempty"`
+}
+
+// PoolAnnounceInput is a pool's announce: as written (lb.Announce).
+type PoolAnnounceInput struct {
+	Announcers []string `json:"announcers,omitempty"` // l2, bgp
+	Peers      []string `json:"peers,omitempty"`      // BGP peer names
+	Interfaces []string `json:"interfaces,omitempty"` // L2 interfaces
 }
 
 // AdvertisementInput is a pool's BGP route attributes.
 type AdvertisementInput struct {
-	Communities       []string `json:"communities,omitempty"`
-	LargeCommunities  []string `json:"largeCommunities,omitempty"`
-	LocalPref         int64    `json:"localPref,omitempty"`
-	AggregationLength int64    `json:"aggregationLength,omitempty"`
+	Communities      []string `json:"communities,omitempty"`
+	LargeCommunities []string `json:"largeCommunities,omitempty"`
+	LocalPref        int64    `json:"localPref,omitempty"`
+	// AggregationLength is for IPv4 routes (and an IPv6-only pool's, as
+	// before aggregationLengthV6); AggregationLengthV6 for IPv6 routes.
+	AggregationLength   int64 `json:"aggregationLength,omitempty"`
+	AggregationLengthV6 int64 `json:"aggregationLengthV6,omitempty"`
 }
 
 // PeerInput is one BGP neighbour as written (announce.bgp.peers[] in the

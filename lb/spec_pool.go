@@ -44,11 +44,21 @@ func ConvertPool(c *fielderr.Collector, path string, in *PoolInput) Pool {
 		} else {
 			p.Advertisement.LocalPref = uint32(a.LocalPref)
 		}
-		if a.AggregationLength < 0 || a.AggregationLength > MaxAggregationLen {
-			c.Add(fielderr.Join(path, "advertisement.aggregationLength"), fmt.Sprint(a.AggregationLength), "out of range 0-%d", MaxAggregationLen)
-		} else {
-			p.Advertisement.AggregationLen = int(a.AggregationLength)
+		for _, f := range []struct {
+			name string
+			v    int64
+			dst  *int
+		}{{"aggregationLength", a.AggregationLength, &p.Advertisement.AggregationLen},
+			{"aggregationLengthV6", a.AggregationLengthV6, &p.Advertisement.AggregationLenV6}} {
+			if f.v < 0 || f.v > MaxAggregationLen {
+				c.Add(fielderr.Join(path, "advertisement."+f.name), fmt.Sprint(f.v), "out of range 0-%d", MaxAggregationLen)
+			} else {
+				*f.dst = int(f.v)
+			}
 		}
+	}
+	if a := in.Announce; a != nil {
+		p.Announce = Announce{Announcers: a.Announcers, Peers: a.Peers, Interfaces: a.Interfaces}
 	}
 	return p
 }
@@ -59,9 +69,12 @@ func PoolInputOf(p Pool) PoolInput {
 	in := PoolInput{Name: p.Name, Addresses: p.RangeStrings(), AutoAssign: &auto, AvoidBuggyIPs: p.AvoidBuggyIPs,
 		ServiceAllocation: p.Allocation}
 	a := p.Advertisement
-	if len(a.Communities) > 0 || len(a.LargeCommunities) > 0 || a.LocalPref != 0 || a.AggregationLen != 0 {
+	if len(a.Communities) > 0 || len(a.LargeCommunities) > 0 || a.LocalPref != 0 || a.AggregationLen != 0 || a.AggregationLenV6 != 0 {
 		in.Advertisement = &AdvertisementInput{Communities: a.Communities, LargeCommunities: a.LargeCommunities,
-			LocalPref: int64(a.LocalPref), AggregationLength: int64(a.AggregationLen)}
+			LocalPref: int64(a.LocalPref), AggregationLength: int64(a.AggregationLen), AggregationLengthV6: int64(a.AggregationLenV6)}
+	}
+	if an := p.Announce; !an.IsZero() {
+		in.Announce = &PoolAnnounceInput{Announcers: an.Announcers, Peers: an.Peers, Interfaces: an.Interfaces}
 	}
 	return in
 }
@@ -122,11 +135,10 @@ func CheckPool(c *fielderr.Collector, path string, p *Pool, own *OwnAddrs) {
 			c.Add(fielderr.Index(at("advertisement.largeCommunities"), i), s, "want GLOBAL:LOCAL1:LOCAL2 (three 32-bit numbers, like 65000:1:2)")
 		}
 	}
-	if n := adv.AggregationLen; n != 0 && !c.Failed(at("addresses")) {
-		if err := ValidateAggregation(n, p.Ranges); err != nil {
-			c.AddErr(at("advertisement.aggregationLength"), fmt.Sprint(n), err)
-		}
+	if !c.Failed(at("addresses")) {
+		checkAggregation(c, path, p)
 	}
+	checkAnnounce(c, path, p)
 	if err := ValidateAllocation(p.Allocation); err != nil {
 		addPrefixed(c, path, err)
 	}

@@ -53,11 +53,18 @@ type routerPeer struct {
 
 func newTestRouter(t testing.TB, asn uint32, peers ...routerPeer) *testRouter {
 	t.Helper()
+	return newTestRouterOn(t, "127.0.0.1", asn, peers...)
+}
+
+// newTestRouterOn is newTestRouter listening on another loopback address
+// (a second router: the speaker's peers have distinct addresses).
+func newTestRouterOn(t testing.TB, listen string, asn uint32, peers ...routerPeer) *testRouter {
+	t.Helper()
 	r := &testRouter{srv: server.NewBgpServer(server.LoggerOption(quietLog{})), port: freePort(t), asn: asn}
 	go r.srv.Serve()
 	ctx := context.Background()
 	if err := r.srv.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{
-		Asn: asn, RouterId: "192.0.2.254", ListenPort: int32(r.port), ListenAddresses: []string{"127.0.0.1"},
+		Asn: asn, RouterId: "192.0.2.254", ListenPort: int32(r.port), ListenAddresses: []string{listen},
 	}}); err != nil {
 		t.Fatal(err)
 	}

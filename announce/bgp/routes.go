@@ -22,11 +22,15 @@ type route struct {
 	comms     []Community
 	large     []LargeCommunity
 	localPref uint32 // 0 = unset (iBGP peers then see GoBGP's default 100)
+	// peers are the names of the only peers the route goes to, sorted;
+	// nil: every peer (peerpolicy.go).
+	peers []string
 }
 
 func (r *route) equal(o *route) bool {
 	return r.prefix == o.prefix && r.localPref == o.localPref &&
-		slices.Equal(r.comms, o.comms) && slices.Equal(r.large, o.large)
+		slices.Equal(r.comms, o.comms) && slices.Equal(r.large, o.large) &&
+		(r.peers == nil) == (o.peers == nil) && slices.Equal(r.peers, o.peers)
 }
 
 func (r *route) String() string {
@@ -40,6 +44,9 @@ func (r *route) String() string {
 	}
 	if r.localPref != 0 {
 		fmt.Fprintf(&b, " local-pref=%d", r.localPref)
+	}
+	if r.peers != nil {
+		fmt.Fprintf(&b, " peers=%v", r.peers)
 	}
 	return b.String()
 }
@@ -147,22 +154,36 @@ func (c *attrCache) routeFor(v announce.VIP) (*route, error) {
 		return nil, errors.Join(errs...)
 	}
 	r.merge(&route{}) // canonical order
+	if len(v.Peers) > 0 {
+		r.peers = canonical(slices.Clone(v.Peers), strings.Compare)
+	}
 	return r, nil
 }
 
-// desiredRoutes maps the VIPs to the routes to advertise. A VIP whose
-// attributes do not parse is left out (advertising it without, say, its
-// no-export community could leak it) and reported in the error.
+// desiredRoutes maps the VIPs BGP announces (VIP.ViaBGP) to the routes to
+// advertise. A VIP whose attributes do not parse is left out (advertising
+// it without, say, its no-export community could leak it) and reported in
+// the error.
 func (c *attrCache) desiredRoutes(vips []announce.VIP) (map[netip.Prefix]*route, error) {
 	out := make(map[netip.Prefix]*route, len(vips))
 	var errs []error
 	for _, v := range vips {
+		if !v.ViaBGP() {
+			continue // its pool is L2 only
+		}
 		r, err := c.routeFor(v)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		if prev, ok := out[r.prefix]; ok {
+			// An aggregate of VIPs of one pool (aggregation stays inside a
+			// range); should two disagree, the route goes where either may.
+			if prev.peers != nil && r.peers != nil {
+				prev.peers = canonical(append(prev.peers, r.peers...), strings.Compare)
+			} else {
+				prev.peers = nil
+			}
 			prev.merge(r)
 			continue
 		}

@@ -57,6 +57,9 @@ type Speaker struct {
 type advertised struct {
 	r    *route
 	path *api.Path // as added, so it can be deleted
+	// excluded are the peers (config indexes) whose edgelb-not-to set
+	// holds the prefix.
+	excluded []int
 }
 
 var (
@@ -133,6 +136,10 @@ func New(cfg Config) (*Speaker, error) {
 		_ = s.srv.StopBgp(ctx, &api.StopBgpRequest{})
 		return nil, fmt.Errorf("bgp: reject imported routes: %w", err)
 	}
+	if err := s.setupPeerSelection(ctx); err != nil {
+		_ = s.srv.StopBgp(ctx, &api.StopBgpRequest{})
+		return nil, err
+	}
 	wctx, cancel := context.WithCancel(context.Background())
 	s.stopWatch = cancel
 	if err := s.srv.WatchEvent(wctx, &api.WatchEventRequest{Peer: &api.WatchEventRequest_Peer{}}, s.onPeerEvent); err != nil {
@@ -166,23 +173,48 @@ func (s *Speaker) SetVIPs(ctx context.Context, vips []announce.VIP) error {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("bgp: %w", err))
 	}
-	// Withdraw first, then announce: a prefix is either in both sets or in one.
+	// Withdraw first, then announce: a prefix is either in both sets or in
+	// one. A route whose peers changed is withdrawn too (peerpolicy.go).
+	gone := exclusions{}
 	for p, a := range s.adv {
-		if _, keep := want[p]; keep {
+		if r, keep := want[p]; keep && slices.Equal(a.excluded, s.excluded(r)) {
 			continue
 		}
 		if err := s.srv.DeletePath(ctx, &api.DeletePathRequest{TableType: api.TableType_GLOBAL, Path: a.path}); err != nil {
 			errs = append(errs, fmt.Errorf("bgp: withdraw %s: %w", p, err))
 			continue
 		}
+		gone.add(p, a.excluded)
 		delete(s.adv, p)
 		s.m.updates.WithLabelValues("withdraw").Inc()
 		s.log.Info("bgp route withdrawn", "prefix", p)
 	}
+	if err := s.applyExclusions(ctx, gone, false); err != nil {
+		errs = append(errs, err)
+	}
+	// The new restricted routes' exclusions go in before their paths.
+	fresh := exclusions{}
+	for p, r := range want {
+		if _, ok := s.adv[p]; !ok {
+			fresh.add(p, s.excluded(r))
+		}
+	}
+	exclErr := s.applyExclusions(ctx, fresh, true)
+	if exclErr != nil {
+		errs = append(errs, exclErr)
+	}
 	for _, p := range sortedPrefixes(want) {
 		r := want[p]
-		if a, ok := s.adv[p]; ok && a.r.equal(r) {
+		a, ok := s.adv[p]
+		if ok && a.r.equal(r) {
 			continue
+		}
+		ex := s.excluded(r)
+		switch {
+		case ok && !slices.Equal(a.excluded, ex):
+			continue // its withdrawal failed: retried next time
+		case !ok && len(ex) > 0 && exclErr != nil:
+			continue // not sent at all rather than to a peer it must not reach
 		}
 		path, err := r.apiPath()
 		if err == nil {
@@ -190,9 +222,16 @@ func (s *Speaker) SetVIPs(ctx context.Context, vips []announce.VIP) error {
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("bgp: announce %s: %w", r, err))
+			if !ok {
+				// No stale exclusion may outlive the attempt: it would
+				// filter a later route of the same prefix.
+				undo := exclusions{}
+				undo.add(p, ex)
+				errs = append(errs, s.applyExclusions(ctx, undo, false))
+			}
 			continue
 		}
-		s.adv[p] = advertised{r: r, path: path}
+		s.adv[p] = advertised{r: r, path: path, excluded: ex}
 		s.m.updates.WithLabelValues("announce").Inc()
 		s.log.Info("bgp route announced", "route", r.String())
 	}

@@ -180,7 +180,8 @@ func New(cfg Config) (*Announcer, error) {
 func (a *Announcer) Name() string { return "l2" }
 
 // SetVIPs implements announce.Announcer: vips is every VIP this gateway can
-// serve; it answers for those it owns. It returns once the responders match
+// serve; it answers for those it owns, of those whose pool L2 announces on
+// this interface (VIP.ViaL2). It returns once the responders match
 // the decision taken with what is known now. IPv6 VIPs are refused (and
 // left to other gateways) when neighbour discovery could not start here.
 func (a *Announcer) SetVIPs(ctx context.Context, vips []announce.VIP) error {
@@ -194,6 +195,9 @@ func (a *Announcer) SetVIPs(ctx context.Context, vips []announce.VIP) error {
 		}
 	}
 	for _, v := range vips {
+		if !v.ViaL2(a.cfg.Interface) {
+			continue // its pool is not announced by L2 on this interface
+		}
 		addr := v.Addr.Unmap().WithZone("")
 		switch {
 		case !addr.IsValid() || addr.IsUnspecified() || addr.IsMulticast() || addr.IsLoopback():

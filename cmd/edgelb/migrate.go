@@ -33,6 +33,7 @@ type metallbOptions struct {
 	l2if       string
 	secretDir  string
 	reportPath string
+	skip       bool
 }
 
 func newMigrateMetalLBCmd() *cobra.Command {
@@ -50,6 +51,7 @@ func newMigrateMetalLBCmd() *cobra.Command {
 	f.StringVar(&o.l2if, "l2-interface", "", "interface for L2 announcements when MetalLB names none")
 	f.StringVar(&o.secretDir, "secret-dir", "/etc/edgelb", "where BGP password files for passwordSecret peers are expected")
 	f.StringVar(&o.reportPath, "report", "", "write the report here instead of stderr")
+	f.BoolVar(&o.skip, "skip-unknown", false, "skip (and report) documents that are not MetalLB configuration or do not parse, instead of failing")
 	_ = c.MarkFlagFilename("filename", "yaml", "yml")
 	c.RunE = func(c *cobra.Command, _ []string) error {
 		if (len(o.files) == 0) == (o.kubeconfig == "") {
@@ -76,7 +78,7 @@ func migrateMetalLB(ctx context.Context, o metallbOptions, stdin io.Reader, stdo
 			defer fh.Close()
 			r = fh
 		}
-		o, s, err := metallb.ReadDocuments(r, f)
+		o, s, err := metallb.ReadDocuments(r, f, o.skip)
 		if err != nil {
 			return err
 		}

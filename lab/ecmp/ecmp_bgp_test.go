@@ -305,7 +305,29 @@ func (l *lab) startServers() {
 }
 
 func (l *lab) startFRR() {
-	t := l.t
+	var nb []string
+	for i := range 3 {
+		nb = append(nb, fmt.Sprintf(" neighbor %s remote-as 64512\n neighbor %s timers connect 1\n", gwAddr(i).Addr(), gwAddr(i).Addr()))
+		if l.bfd {
+			// FRR's BFD defaults: 300 ms × 3, as edgelb's.
+			nb = append(nb, fmt.Sprintf(" neighbor %s bfd\n", gwAddr(i).Addr()))
+		}
+	}
+	l.frrDir = startFRR(l.t, l.router, fmt.Sprintf(`hostname r
+router bgp 64500
+ bgp router-id %s
+ no bgp ebgp-requires-policy
+ bgp bestpath as-path multipath-relax
+%s address-family ipv4 unicast
+  maximum-paths 8
+ exit-address-family
+`, routerG.Addr(), strings.Join(nb, "")), l.bfd)
+}
+
+// startFRR runs FRR's zebra, bgpd (with bgpdConf) and, with bfd, bfdd in
+// ns, as user frr, from a fresh directory (returned: vtysh's --vty_socket).
+// It skips the test when FRR is not installed (lab/deps.sh bgp).
+func startFRR(t *testing.T, ns *netns.NS, bgpdConf string, bfd bool) string {
 	for _, d := range []string{"zebra", "bgpd", "bfdd"} {
 		if _, err := os.Stat("/usr/lib/frr/" + d); err != nil {
 			t.Skipf("FRR %s not installed (lab/deps.sh bgp)", d)
@@ -326,27 +348,10 @@ func (l *lab) startFRR() {
 	if err := os.Chown(dir, uid, gid); err != nil {
 		t.Fatal(err)
 	}
-	l.frrDir = dir
-	var nb []string
-	for i := range 3 {
-		nb = append(nb, fmt.Sprintf(" neighbor %s remote-as 64512\n neighbor %s timers connect 1\n", gwAddr(i).Addr(), gwAddr(i).Addr()))
-		if l.bfd {
-			// FRR's BFD defaults: 300 ms × 3, as edgelb's.
-			nb = append(nb, fmt.Sprintf(" neighbor %s bfd\n", gwAddr(i).Addr()))
-		}
-	}
 	confs := map[string]string{
 		"zebra.conf": "hostname r\n",
 		"bfdd.conf":  "hostname r\n",
-		"bgpd.conf": fmt.Sprintf(`hostname r
-router bgp 64500
- bgp router-id %s
- no bgp ebgp-requires-policy
- bgp bestpath as-path multipath-relax
-%s address-family ipv4 unicast
-  maximum-paths 8
- exit-address-family
-`, routerG.Addr(), strings.Join(nb, "")),
+		"bgpd.conf":  bgpdConf,
 	}
 	for name, c := range confs {
 		p := filepath.Join(dir, name)
@@ -360,7 +365,7 @@ router bgp 64500
 		return []string{"/usr/lib/frr/" + d, "-f", filepath.Join(dir, d+".conf"), "-i", filepath.Join(dir, d+".pid"),
 			"-z", zs, "--vty_socket", dir, "-A", "127.0.0.1", "-P", "0", "-u", "frr", "-g", "frr", "--log", "stdout"}
 	}
-	start(t, l.router, "zebra", common("zebra")...)
+	start(t, ns, "zebra", common("zebra")...)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if _, err := os.Stat(zs); err == nil {
@@ -371,11 +376,12 @@ router bgp 64500
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if l.bfd {
+	if bfd {
 		// bgpd asks bfdd for sessions through zebra.
-		start(t, l.router, "bfdd", append(common("bfdd"), "--bfdctl", filepath.Join(dir, "bfdd.sock"))...)
+		start(t, ns, "bfdd", append(common("bfdd"), "--bfdctl", filepath.Join(dir, "bfdd.sock"))...)
 	}
-	start(t, l.router, "bgpd", common("bgpd")...)
+	start(t, ns, "bgpd", common("bgpd")...)
+	return dir
 }
 
 // nexthops is the gateways the router's kernel route to the VIP uses.

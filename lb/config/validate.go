@@ -62,6 +62,26 @@ func (c *Config) validatePools(col *collector) {
 		}
 	}
 	lb.CheckPools(&col.Collector, "pools", c.Pools)
+	an := c.Announcers()
+	for i := range c.Pools {
+		lb.CheckPoolAnnounce(&col.Collector, index("pools", i), &c.Pools[i], an)
+	}
+}
+
+// Announcers is what the announce section runs, for judging pools'
+// announce: selections (here, and by the engine for REST writes).
+func (c *Config) Announcers() lb.Announcers {
+	var an lb.Announcers
+	if l2 := c.Announce.L2; l2 != nil {
+		an.L2Interface = l2.Interface
+	}
+	if b := c.Announce.BGP; b != nil {
+		an.BGP = true
+		for _, p := range b.Peers {
+			an.BGPPeers = append(an.BGPPeers, p.Name) // the address when none is written
+		}
+	}
+	return an
 }
 
 // singleVIP reports whether service i wrote its VIP as vip: (its errors

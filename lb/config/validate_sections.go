@@ -26,15 +26,10 @@ func (c *Config) validateAnnounce(col *collector) {
 
 // checkIfName applies the kernel's rules for interface names (IFNAMSIZ).
 func checkIfName(s string) error {
-	switch {
-	case s == "":
+	if s == "" {
 		return fmt.Errorf("required (the interface VIPs are announced on)")
-	case len(s) > 15:
-		return fmt.Errorf("longer than 15 characters")
-	case s == "." || s == ".." || strings.ContainsAny(s, "/: \t\n\x00"):
-		return fmt.Errorf("not a valid interface name")
 	}
-	return nil
+	return lb.CheckInterfaceName(s)
 }
 
 func validateMembers(col *collector, m *Members) {

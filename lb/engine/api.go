@@ -28,7 +28,7 @@ func (e *Engine) serviceStatus(name string) lb.ServiceStatus { return e.current(
 // overlapping another pool (*lb.ConflictError quoting both ranges).
 func (e *Engine) CreatePool(ctx context.Context, p lb.Pool) (out lb.PoolStatus, err error) {
 	err = e.write(ctx, func() error {
-		if err := lb.ValidateStandalonePool(&p, e.own); err != nil {
+		if err := e.validatePool(&p); err != nil {
 			return err
 		}
 		if _, ok := e.pools[p.Name]; ok {
@@ -50,7 +50,7 @@ func (e *Engine) CreatePool(ctx context.Context, p lb.Pool) (out lb.PoolStatus, 
 // (409 naming the file, see configorigin.go).
 func (e *Engine) UpdatePool(ctx context.Context, p lb.Pool) (out lb.PoolStatus, err error) {
 	err = e.write(ctx, func() error {
-		if err := lb.ValidateStandalonePool(&p, e.own); err != nil {
+		if err := e.validatePool(&p); err != nil {
 			return err
 		}
 		old, ok := e.pools[p.Name]
@@ -251,7 +251,7 @@ func (e *Engine) SyncConfig(ctx context.Context, pools []lb.Pool, services []lb.
 		t := e.beginFor(len(specs))
 		inFile := map[string]bool{}
 		for _, p := range pools {
-			if err := lb.ValidateStandalonePool(&p, e.own); err != nil {
+			if err := e.validatePool(&p); err != nil {
 				return fmt.Errorf("config: pool %q: %w", p.Name, err)
 			}
 			if inFile[p.Name] {
@@ -368,4 +368,17 @@ func (e *Engine) SetRefused(ctx context.Context, refused map[string]string) erro
 		e.bumpVersion()
 		return nil
 	})
+}
+
+// validatePool is the standalone writer's check of a pool: on its own
+// (lb.ValidateStandalonePool), then its announce: against the gateway's
+// announcers when the daemon gave them.
+func (e *Engine) validatePool(p *lb.Pool) error {
+	if err := lb.ValidateStandalonePool(p, e.own); err != nil {
+		return err
+	}
+	if e.opts.Announcers == nil {
+		return nil
+	}
+	return lb.ValidatePoolAnnounce(p, *e.opts.Announcers)
 }

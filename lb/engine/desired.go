@@ -78,12 +78,8 @@ func (e *Engine) desired() lb.Desired {
 	for _, ip := range addrs {
 		v := announce.VIP{Addr: ip}
 		if pool, ok := e.alloc.PoolOf(ip); ok {
-			a := e.pools[pool].Advertisement
-			v.Pool = pool
-			v.Communities = slices.Clone(a.Communities)
-			v.LargeCommunities = slices.Clone(a.LargeCommunities)
-			v.LocalPref = a.LocalPref
-			v.AggregationLen = a.AggregationLen
+			p := e.pools[pool].Pool
+			lb.AnnounceAttrs(&v, &p)
 		}
 		d.VIPs = append(d.VIPs, v)
 	}

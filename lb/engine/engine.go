@@ -69,6 +69,10 @@ type Options struct {
 	// AllocationOrder is how the allocator picks inside a pool (zero:
 	// lb.LowestFree, MetalLB's order).
 	AllocationOrder lb.AllocOrder
+	// Announcers, when set, judge REST pools' announce: selections
+	// (lb.CheckPoolAnnounce: peers by name, the L2 interface); the config
+	// file's pools were judged by its parser against the same.
+	Announcers *lb.Announcers
 	// Registry, when set, gets the engine's Prometheus metrics.
 	Registry prometheus.Registerer
 	// Logger; nil discards.

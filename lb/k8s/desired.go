@@ -177,8 +177,7 @@ func (d *desiredInput) addVIPs(svc *corev1.Service, slices []*discoveryv1.Endpoi
 		v := announce.VIP{Addr: vip, Pool: poolOf(d.pools, vip), Local: local && d.opts.BackendMode == BackendEndpoints}
 		for i := range d.pools {
 			if d.pools[i].Name == v.Pool {
-				a := d.pools[i].Advertisement
-				v.Communities, v.LargeCommunities, v.LocalPref, v.AggregationLen = a.Communities, a.LargeCommunities, a.LocalPref, a.AggregationLen
+				lb.AnnounceAttrs(&v, &d.pools[i])
 			}
 		}
 		d.mergeVIP(v)

@@ -99,8 +99,20 @@ func setPoolSpec(u *unstructured.Unstructured, p lb.Pool) {
 	if p.Advertisement.AggregationLen != 0 {
 		adv["aggregationLength"] = int64(p.Advertisement.AggregationLen)
 	}
+	if p.Advertisement.AggregationLenV6 != 0 {
+		adv["aggregationLengthV6"] = int64(p.Advertisement.AggregationLenV6)
+	}
 	if len(adv) > 0 {
 		spec["advertisement"] = adv
+	}
+	an := map[string]any{}
+	for k, l := range map[string][]string{"announcers": p.Announce.Announcers, "peers": p.Announce.Peers, "interfaces": p.Announce.Interfaces} {
+		if len(l) > 0 {
+			an[k] = toAny(l)
+		}
+	}
+	if len(an) > 0 {
+		spec["announce"] = an
 	}
 	if p.Allocation != nil {
 		if m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p.Allocation); err == nil {

@@ -44,7 +44,7 @@ func TestReadCluster(t *testing.T) {
 	if len(res.Pools) != 1 || *res.Pools[0].AutoAssign || res.Announce.BGP == nil || res.Announce.BGP.Peers[0].ASN != 64501 {
 		t.Fatalf("result %+v", res)
 	}
-	if got := fields(res.Unsupported); strings.Join(got, ",") != "BGPPeer/tor spec.bfdProfile" {
+	if got := fields(res.Unsupported); strings.Join(got, ",") != "BGPPeer/tor spec.bfdProfile,IPAddressPool/pool announcement" {
 		t.Fatalf("unsupported %v", got)
 	}
 }

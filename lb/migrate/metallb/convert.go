@@ -27,9 +27,10 @@ type BGP struct {
 	Peers    []Peer `json:"peers"`
 }
 
-// L2 is config `announce.l2`.
+// L2 is config `announce.l2`. Interface is left out when neither MetalLB
+// nor --l2-interface named one (a note says to set it).
 type L2 struct {
-	Interface string `json:"interface"`
+	Interface string `json:"interface,omitempty"`
 }
 
 // Announce is config `announce`.
@@ -88,6 +89,10 @@ type converter struct {
 	objects map[string]*Object
 	// bfd: BFDProfiles by name, for the peers naming them.
 	bfd map[string]*BFD
+	// sel: per pool, what the advertisements selecting it say (select.go).
+	sel map[string]*selection
+	// l2From is the object that made announce.l2 (for its note).
+	l2From *Object
 }
 
 func (c *converter) unsupported(o *Object, field string, v any, note string) {
@@ -113,7 +118,8 @@ func show(v any) string {
 // Convert turns MetalLB objects into edgelb pools and announce settings.
 // Order: Communities (aliases), pools, then advertisements and peers.
 func Convert(objs []*Object, opts Options) (*Result, error) {
-	c := &converter{opts: opts, pools: map[string]*Pool{}, communities: map[string]string{}, objects: map[string]*Object{}, bfd: map[string]*BFD{}}
+	c := &converter{opts: opts, pools: map[string]*Pool{}, communities: map[string]string{}, objects: map[string]*Object{}, bfd: map[string]*BFD{},
+		sel: map[string]*selection{}}
 	rank := map[string]int{"Community": 0, "IPAddressPool": 1, "AddressPool": 1, "BFDProfile": 1, "BGPPeer": 2, "BGPAdvertisement": 3, "L2Advertisement": 3}
 	sorted := append([]*Object(nil), objs...)
 	sort.SliceStable(sorted, func(i, j int) bool { return rank[sorted[i].Kind] < rank[sorted[j].Kind] })
@@ -134,6 +140,9 @@ func Convert(objs []*Object, opts Options) (*Result, error) {
 			c.l2Advertisement(o)
 		case "BFDProfile":
 			c.bfdProfile(o)
+		case "ConfigMap":
+			// A pre-0.13 ConfigMap's keys other than the four it converts
+			// (legacy.go): reported below as having no equivalent.
 		default:
 			c.unsupported(o, "*", nil, "kind not known to the migration; nothing converted")
 			o.Spec = map[string]any{}
@@ -150,6 +159,7 @@ func Convert(objs []*Object, opts Options) (*Result, error) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	c.finishSelection(names)
 	for _, n := range names {
 		c.res.Pools = append(c.res.Pools, *c.pools[n])
 	}
@@ -250,7 +260,9 @@ func (c *converter) addressPool(o *Object) error {
 	switch proto {
 	case "layer2":
 		c.ensureL2(o)
+		c.selected(p.Name).l2(nil)
 	case "bgp":
+		c.selected(p.Name).bgp(nil)
 		if v, ok := take(o.Spec, "bgpAdvertisements"); ok {
 			list, _ := v.([]any)
 			for i, it := range list {
@@ -283,27 +295,26 @@ func (c *converter) ensureL2(o *Object) {
 		return
 	}
 	c.res.Announce.L2 = &L2{Interface: c.opts.L2Interface}
-	if c.opts.L2Interface == "" {
-		c.note(o, "announce.l2.interface", nil, "MetalLB answers ARP/NDP on every interface, edgelb on one: set it (--l2-interface)")
-	}
+	c.l2From = o
 }
 
+// l2Advertisement: the pools it selects are announced by L2, on its
+// interfaces (none: every interface). edgelb answers on one interface
+// per gateway: the first named becomes announce.l2.interface unless
+// --l2-interface says otherwise, and each pool keeps its list.
 func (c *converter) l2Advertisement(o *Object) {
 	ifs := takeStrings(o.Spec, "interfaces")
 	c.ensureL2(o)
 	l2 := c.res.Announce.L2
-	switch {
-	case len(ifs) == 1 && (l2.Interface == "" || l2.Interface == ifs[0]):
+	if l2.Interface == "" && len(ifs) > 0 {
 		l2.Interface = ifs[0]
-	case len(ifs) > 0:
-		c.unsupported(o, "spec.interfaces", strings.Join(ifs, ","),
-			fmt.Sprintf("edgelb announces on one interface (%q); the others are not used", l2.Interface))
+		if len(ifs) > 1 {
+			c.note(o, "spec.interfaces", strings.Join(ifs, ","), fmt.Sprintf(
+				"edgelb answers on one interface per gateway: announce.l2.interface %s; the pools keep the list in announce.interfaces", ifs[0]))
+		}
 	}
-	if v, ok := take(o.Spec, "ipAddressPools"); ok {
-		c.unsupported(o, "spec.ipAddressPools", show(v), "edgelb announces every pool's addresses in L2 mode; the restriction is not kept")
-	}
-	if v, ok := take(o.Spec, "ipAddressPoolSelectors"); ok {
-		c.unsupported(o, "spec.ipAddressPoolSelectors", show(v), "edgelb announces every pool's addresses in L2 mode; the restriction is not kept")
+	for _, p := range c.selectPools(o) {
+		c.selected(p.Name).l2(ifs)
 	}
 	if v, ok := take(o.Spec, "nodeSelectors"); ok {
 		c.unsupported(o, "spec.nodeSelectors", show(v),
@@ -435,16 +446,17 @@ func (c *converter) bfdProfile(o *Object) {
 	c.bfd[o.Name] = b
 }
 
+// bgpAdvertisement: the pools it selects are announced by BGP, to its
+// peers (none: every peer), with its route attributes.
 func (c *converter) bgpAdvertisement(o *Object) error {
 	targets := c.selectPools(o)
 	m := o.Spec
-	if v, ok := take(m, "peers"); ok {
-		c.unsupported(o, "spec.peers", show(v), "edgelb advertises every pool to every peer")
-	}
+	peers := takeStrings(m, "peers")
 	if v, ok := take(m, "nodeSelectors"); ok {
 		c.unsupported(o, "spec.nodeSelectors", show(v), "edgelb advertises from the gateways it runs on")
 	}
 	for _, p := range targets {
+		c.selected(p.Name).bgp(peers)
 		cp := map[string]any{}
 		for k, v := range m {
 			cp[k] = v
@@ -460,54 +472,39 @@ func (c *converter) bgpAdvertisement(o *Object) error {
 	return nil
 }
 
-// selectPools resolves ipAddressPools (names) and ipAddressPoolSelectors;
-// neither means every pool, as in MetalLB.
-func (c *converter) selectPools(o *Object) []*Pool {
-	names := takeStrings(o.Spec, "ipAddressPools")
-	if v, ok := take(o.Spec, "ipAddressPoolSelectors"); ok {
-		c.unsupported(o, "spec.ipAddressPoolSelectors", show(v),
-			"pool labels are not carried over: list the pools by name in ipAddressPools before migrating")
-		return nil
-	}
-	var out []*Pool
-	if len(names) == 0 {
-		for _, p := range c.pools {
-			out = append(out, p)
-		}
-		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-		return out
-	}
-	for _, n := range names {
-		if p, ok := c.pools[n]; ok {
-			out = append(out, p)
-		} else {
-			c.note(o, "spec.ipAddressPools", n, "no such pool in the input; ignored")
-		}
-	}
-	return out
-}
-
-func isV6Pool(p *Pool) bool {
+// poolFamilies reports whether p has IPv4 and IPv6 ranges.
+func poolFamilies(p *Pool) (v4, v6 bool) {
 	for _, a := range p.Addresses {
 		if strings.Contains(a, ":") {
-			return true
+			v6 = true
+		} else {
+			v4 = true
 		}
 	}
-	return false
+	return v4, v6
 }
 
 // applyAdvertisement sets p's route attributes from one advertisement. A
 // pool can carry one set; a second, different one is reported.
 func (c *converter) applyAdvertisement(o *Object, path string, m map[string]any, p *Pool) error {
 	ad := Advertisement{}
+	// MetalLB: aggregationLength (default 32) for IPv4 routes,
+	// aggregationLengthV6 (default 128) for IPv6 ones; a family the pool
+	// does not have ignores its length (noted).
 	agg, hasAgg := takeInt(m, "aggregationLength")
 	agg6, hasAgg6 := takeInt(m, "aggregationLengthV6")
-	if isV6Pool(p) {
-		if hasAgg6 && agg6 != 128 {
-			ad.AggregationLength = agg6
-		}
-	} else if hasAgg && agg != 32 {
+	v4, v6 := poolFamilies(p)
+	switch {
+	case hasAgg && !v4 && agg != 32:
+		c.note(o, path+".aggregationLength", agg, fmt.Sprintf("pool %s has no IPv4 range: MetalLB ignores it, and so does the converted pool", p.Name))
+	case hasAgg && agg != 32:
 		ad.AggregationLength = agg
+	}
+	switch {
+	case hasAgg6 && !v6 && agg6 != 128:
+		c.note(o, path+".aggregationLengthV6", agg6, fmt.Sprintf("pool %s has no IPv6 range: MetalLB ignores it, and so does the converted pool", p.Name))
+	case hasAgg6 && agg6 != 128:
+		ad.AggregationLengthV6 = agg6
 	}
 	ad.LocalPref, _ = takeInt(m, "localPref")
 	for _, cm := range takeStrings(m, "communities") {
@@ -521,7 +518,7 @@ func (c *converter) applyAdvertisement(o *Object, path string, m map[string]any,
 			ad.Communities = append(ad.Communities, v)
 		}
 	}
-	if ad.AggregationLength == 0 && ad.LocalPref == 0 && len(ad.Communities) == 0 && len(ad.LargeCommunities) == 0 {
+	if ad.AggregationLength == 0 && ad.AggregationLengthV6 == 0 && ad.LocalPref == 0 && len(ad.Communities) == 0 && len(ad.LargeCommunities) == 0 {
 		return nil
 	}
 	if p.Advertisement != nil && fmt.Sprint(*p.Advertisement) != fmt.Sprint(ad) {

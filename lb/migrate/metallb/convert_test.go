@@ -20,7 +20,7 @@ func convertFile(t *testing.T, path string) *Result {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	objs, skipped, err := ReadDocuments(f, filepath.Base(path))
+	objs, skipped, err := ReadDocuments(f, filepath.Base(path), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,18 +53,18 @@ func fields(fs []Finding) []string {
 // equivalent.
 func TestExamplesConvert(t *testing.T) {
 	want := map[string][]string{
-		"addresspool-v1beta1.yaml": nil,
+		// Selected for BGP with no BGPPeer: MetalLB tells no router.
+		"addresspool-v1beta1.yaml": {"AddressPool/legacy announcement"},
 		"bgp.yaml": {
 			"BFDProfile/full spec.echoMode",
-			"BGPAdvertisement/local spec.peers",
 			"BGPPeer/far spec.nodeSelectors",
 		},
-		"ipaddresspool.yaml": nil,
+		// No advertisement selects them: MetalLB assigns, announces nothing.
+		"ipaddresspool.yaml": {"IPAddressPool/cheap announcement", "IPAddressPool/expensive announcement", "IPAddressPool/first-pool announcement"},
 		"l2advertisement.yaml": {
-			"L2Advertisement/example spec.ipAddressPools",
 			"L2Advertisement/example spec.nodeSelectors",
 		},
-		"serviceallocation.yaml": nil,
+		"serviceallocation.yaml": {"IPAddressPool/ns-pool announcement"},
 	}
 	files, _ := filepath.Glob("testdata/*.yaml")
 	if len(files) != len(want) {
@@ -174,7 +174,7 @@ spec:
   futureKnob: {nested: 1}
 `
 	res := convertString(t, in)
-	if got := fields(res.Unsupported); len(got) != 1 || got[0] != "IPAddressPool/p spec.futureKnob.nested" {
+	if got := fields(res.Unsupported); len(got) != 2 || got[1] != "IPAddressPool/p spec.futureKnob.nested" {
 		t.Fatalf("unsupported = %v", got)
 	}
 }
@@ -188,9 +188,9 @@ func TestBadInputNamed(t *testing.T) {
 		// MetalLB object it came from (FuzzConvert found both).
 		{"apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: 0A}\nspec: {addresses: [192.0.2.0/28]}\n", `IPAddressPool/0A (in:1): edgelb refuses its pools[0].name "0A"`},
 		{"apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: a}\nspec: {addresses: [192.0.2.0/28]}\n---\n" +
-			"apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: b}\nspec: {addresses: [192.0.2.8-192.0.2.20]}\n", `IPAddressPool/b (in:2): edgelb refuses its pools[1].addresses[0] "192.0.2.8-192.0.2.20"`},
+			"apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: b}\nspec: {addresses: [192.0.2.8-192.0.2.20]}\n", `IPAddressPool/b (in:6): edgelb refuses its pools[1].addresses[0] "192.0.2.8-192.0.2.20"`},
 	} {
-		objs, _, err := ReadDocuments(strings.NewReader(tc.in), "in")
+		objs, _, err := ReadDocuments(strings.NewReader(tc.in), "in", false)
 		if err == nil {
 			_, err = Convert(objs, Options{})
 		}
@@ -259,7 +259,7 @@ func TestServiceAllocationValues(t *testing.T) {
 	}
 	in := "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: p}\nspec:\n  addresses: [192.0.2.0/28]\n" +
 		"  serviceAllocation:\n    serviceSelectors:\n    - matchExpressions: [{key: app, operator: Equals, values: [x]}]\n"
-	o, _, err := ReadDocuments(strings.NewReader(in), "in")
+	o, _, err := ReadDocuments(strings.NewReader(in), "in", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +272,7 @@ func TestServiceAllocationValues(t *testing.T) {
 // an error.
 func convertString(t *testing.T, in string) *Result {
 	t.Helper()
-	objs, _, err := ReadDocuments(strings.NewReader(in), "in")
+	objs, _, err := ReadDocuments(strings.NewReader(in), "in", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +317,7 @@ kind: BGPPeer
 metadata: {name: c}
 spec: {myASN: 64500, peerASN: 64501, peerAddress: 192.0.2.3, ebgpMultiHop: true, bfdProfile: fast}
 `
-	objs, _, err := ReadDocuments(strings.NewReader(doc), "inline")
+	objs, _, err := ReadDocuments(strings.NewReader(doc), "inline", false)
 	if err != nil {
 		t.Fatal(err)
 	}

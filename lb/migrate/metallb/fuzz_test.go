@@ -24,7 +24,7 @@ func FuzzConvert(f *testing.F) {
 	f.Add([]byte("apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: a}\nspec: {addresses: [\"192.0.2.0/31\", \"2001:db8::-2001:db8::1\"]}\n"))
 	f.Add([]byte("---\n---\nkind: BGPPeer\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		objs, _, err := ReadDocuments(bytes.NewReader(data), "fuzz.yaml")
+		objs, _, err := ReadDocuments(bytes.NewReader(data), "fuzz.yaml", true)
 		if err != nil {
 			return
 		}

@@ -15,6 +15,11 @@ import (
 // ErrInput is wrapped by every error about the input documents.
 var ErrInput = errors.New("metallb input")
 
+// ErrUnknown is wrapped (with ErrInput) when a document is not MetalLB
+// configuration or does not parse and the caller did not ask to skip such
+// documents.
+var ErrUnknown = errors.New("not MetalLB configuration (give --skip-unknown to skip it)")
+
 // Object is one MetalLB object as read: its kind, name and the fields not
 // yet converted. Fields are removed as they are used (take).
 type Object struct {
@@ -22,7 +27,10 @@ type Object struct {
 	Kind       string
 	Name       string
 	Namespace  string
-	// Source names where it came from (file:document or cluster).
+	// Labels are metadata.labels (IPAddressPools are selected by them).
+	Labels map[string]string
+	// Source names where it came from: FILE:LINE (the line the object
+	// starts on), or cluster.
 	Source string
 	Spec   map[string]any
 }
@@ -31,36 +39,52 @@ type Object struct {
 func (o *Object) Ref() string { return o.Kind + "/" + o.Name }
 
 // ReadDocuments splits multi-document YAML (or JSON) and keeps the
-// metallb.io objects; other kinds (Namespaces, Secrets, ...) are listed in
-// skipped so the report can say they were not MetalLB configuration.
-// A List (kubectl get -o yaml) is unwrapped.
-func ReadDocuments(r io.Reader, source string) (objs []*Object, skipped []string, err error) {
+// metallb.io objects, and the objects of a pre-0.13 MetalLB ConfigMap
+// (legacy.go). A document that is neither, or does not parse, is an error
+// wrapping ErrUnknown — unless skipUnknown, when it is listed in skipped
+// so the report names it. A List (kubectl get -o yaml) is unwrapped.
+func ReadDocuments(r io.Reader, source string, skipUnknown bool) (objs []*Object, skipped []string, err error) {
 	docs, err := splitYAML(r)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %s: %w", ErrInput, source, err)
 	}
-	for i, d := range docs {
+	for _, d := range docs {
+		at := fmt.Sprintf("%s:%d", source, d.line)
 		var m map[string]any
-		if err := yaml.Unmarshal(d, &m); err != nil {
-			return nil, nil, fmt.Errorf("%w: %s: document %d: %w", ErrInput, source, i+1, err)
+		if err := yaml.Unmarshal(d.text, &m); err != nil {
+			if !skipUnknown {
+				return nil, nil, fmt.Errorf("%w: %s: does not parse (%v): %w", ErrInput, at, err, ErrUnknown)
+			}
+			skipped = append(skipped, fmt.Sprintf("%s: does not parse: %v", at, err))
+			continue
 		}
 		if m == nil {
 			continue
 		}
+		lines := nodeLinesOf(d.text)
 		items := []map[string]any{m}
+		itemLine := []int{d.line}
+		cfgLine := []int{d.start + lines.config(-1) - 1}
 		if k, _ := m["kind"].(string); strings.HasSuffix(k, "List") {
-			items = items[:0]
+			items, itemLine, cfgLine = items[:0], itemLine[:0], cfgLine[:0]
 			list, _ := m["items"].([]any)
-			for _, it := range list {
+			for j, it := range list {
 				if im, ok := it.(map[string]any); ok {
 					items = append(items, im)
+					itemLine = append(itemLine, d.start+lines.item(j)-1)
+					cfgLine = append(cfgLine, d.start+lines.config(j)-1)
 				}
 			}
 		}
 		for j, it := range items {
-			src := fmt.Sprintf("%s:%d", source, i+1)
-			if len(items) > 1 {
-				src = fmt.Sprintf("%s:%d[%d]", source, i+1, j)
+			src := fmt.Sprintf("%s:%d", source, itemLine[j])
+			if cm, ok := legacyConfig(it); ok {
+				o, err := readLegacy(cm, src, source, cfgLine[j])
+				if err != nil {
+					return nil, nil, err
+				}
+				objs = append(objs, o...)
+				continue
 			}
 			o, err := objectOf(it, src)
 			if err != nil {
@@ -69,6 +93,9 @@ func ReadDocuments(r io.Reader, source string) (objs []*Object, skipped []string
 			if o == nil {
 				k, _ := it["kind"].(string)
 				av, _ := it["apiVersion"].(string)
+				if !skipUnknown {
+					return nil, nil, fmt.Errorf("%w: %s: %s %s: %w", ErrInput, src, av, k, ErrUnknown)
+				}
 				skipped = append(skipped, fmt.Sprintf("%s: %s %s (not MetalLB configuration)", src, av, k))
 				continue
 			}
@@ -101,24 +128,49 @@ func objectOf(m map[string]any, src string) (*Object, error) {
 	if spec == nil {
 		spec = map[string]any{}
 	}
-	return &Object{APIVersion: av, Kind: kind, Name: name, Namespace: ns, Source: src, Spec: spec}, nil
+	o := &Object{APIVersion: av, Kind: kind, Name: name, Namespace: ns, Source: src, Spec: spec}
+	if ls, ok := md["labels"].(map[string]any); ok {
+		o.Labels = map[string]string{}
+		for k, v := range ls {
+			o.Labels[k] = fmt.Sprint(v)
+		}
+	}
+	return o, nil
 }
 
-func splitYAML(r io.Reader) ([][]byte, error) {
-	var docs [][]byte
+// document is one YAML document: its text's first line is the file's
+// line start; the object starts on line (comments and blank lines before).
+type document struct {
+	text        []byte
+	start, line int
+}
+
+func splitYAML(r io.Reader) ([]document, error) {
+	var docs []document
 	var cur bytes.Buffer
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 16<<20)
-	flush := func() {
-		if len(bytes.TrimSpace(cur.Bytes())) > 0 {
-			docs = append(docs, append([]byte(nil), cur.Bytes()...))
+	n, start := 0, 1
+	flush := func(next int) {
+		if t := cur.Bytes(); len(bytes.TrimSpace(t)) > 0 {
+			// The line of the first non-blank, non-comment line: where the object starts.
+			first := start
+			for _, l := range strings.Split(string(t), "\n") {
+				if s := strings.TrimSpace(l); s != "" && !strings.HasPrefix(s, "#") {
+					break
+				}
+				first++
+			}
+			docs = append(docs, document{text: append([]byte(nil), t...), start: start, line: first})
 		}
 		cur.Reset()
+		start = next
 	}
 	for sc.Scan() {
+		n++
 		line := sc.Text()
 		if strings.TrimRight(line, " \t") == "---" || strings.HasPrefix(line, "--- ") {
-			flush()
+			flush(n + 1)
 			continue
 		}
 		cur.WriteString(line)
@@ -127,7 +179,7 @@ func splitYAML(r io.Reader) ([][]byte, error) {
 	if err := sc.Err(); err != nil {
 		return nil, err
 	}
-	flush()
+	flush(n + 1)
 	return docs, nil
 }
 

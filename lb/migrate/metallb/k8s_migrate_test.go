@@ -31,7 +31,7 @@ func TestK8sMigratedObjectsAccepted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		o, _, err := ReadDocuments(fh, f)
+		o, _, err := ReadDocuments(fh, f, true)
 		fh.Close()
 		if err != nil {
 			t.Fatal(err)

@@ -72,7 +72,9 @@ func standaloneWriter(ctx context.Context, cfg *config.Config, nodeAddrs []netip
 	if err != nil {
 		return nil, err
 	}
+	an := cfg.Announcers()
 	eng, err := engine.NewEngine(st, engine.Options{
+		Announcers:      &an,
 		NodeAddrs:       nodeAddrs,
 		OwnAddrs:        own,
 		AllocationOrder: cfg.AllocationOrder,
