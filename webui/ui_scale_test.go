@@ -55,7 +55,8 @@ func scaleReporters(vips []string) []announce.Reporter {
 				BFD: &announce.BFDState{State: "down", Multihop: true, Detect: "300ms x 3", Downs: 3,
 					LastDown: now.Add(-20 * time.Second).Format(time.RFC3339), RemoteDiagnostic: "neighbor signaled session down"}},
 		}}},
-		fakeReporter{announce.Status{Kind: "l2", Owned: vips, Peers: []announce.PeerState{
+		fakeReporter{announce.Status{Kind: "l2", Owned: vips[:len(vips)-2], Owners: map[string]string{
+			vips[len(vips)-2]: "gw-b", vips[len(vips)-1]: "gw-b"}, Peers: []announce.PeerState{
 			{Name: "gw-b", Address: "192.0.2.2", State: "alive", LastPacket: now.Add(-300 * time.Millisecond)}}}},
 		fakeReporter{announce.Status{Kind: "statesync", Peers: []announce.PeerState{
 			{Name: "conntrackd", Address: "udp 192.0.2.1", State: "running", Detail: "backup; 12 own and 840 synced connections"},
@@ -323,7 +324,8 @@ func checkAnnouncements(t *testing.T, b *uitest.Browser) {
 		a.BGP[1][4] != "down" || a.BGP[1][5] != "300ms x 3 multihop" || !strings.Contains(a.BGP[1][7], "neighbor signaled session down") {
 		t.Errorf("BGP table %q", a.BGP)
 	}
-	if len(a.L2) != 1 || !strings.HasPrefix(a.L2[0][1], "1,001 VIPs") || !strings.Contains(a.L2[0][2], "gw-b 192.0.2.2 (alive") {
+	if len(a.L2) != 1 || !strings.HasPrefix(a.L2[0][1], "999 VIPs") ||
+		!strings.Contains(a.L2[0][2], "gw-b 192.0.2.2 (alive, last heard ") || !strings.HasSuffix(a.L2[0][2], "owns 2 VIPs)") {
 		t.Errorf("L2 table %q", a.L2)
 	}
 	if len(a.Sync) != 3 || a.Sync[1][2] != "alive" || a.Sync[2][2] != "dead" || !strings.HasSuffix(a.Sync[2][3], " ago") ||

@@ -62,9 +62,13 @@ function renderAnnounce() {
           num(p.queue === undefined ? '' : fmtInt(p.queue)), el('td', { class: 'detail-cell' }, p.detail || '')));
       }
     } else {
+      // How many VIPs each member answers for, as this gateway knows it.
+      const owns = new Map();
+      for (const m of Object.values(a.owners || {})) owns.set(m, (owns.get(m) || 0) + 1);
       l2.push(el('tr', { 'data-announcer': a.kind }, el('th', { scope: 'row' }, a.kind), ownedCell(a, wasOpen),
         el('td', {}, (a.peers || []).map((p) => p.name + ' ' + p.address + ' (' + p.state +
-          (p.lastPacket ? ', last heard ' + ago(p.lastPacket) : '') + ')').join(', '))));
+          (p.lastPacket ? ', last heard ' + ago(p.lastPacket) : '') +
+          (owns.has(p.name) ? ', owns ' + fmtInt(owns.get(p.name)) + ' VIPs' : '') + ')').join(', '))));
     }
   }
   if (bgp.length === 0) bgp.push(el('tr', {}, el('td', { colspan: 9, class: 'empty' }, 'No BGP sessions.')));
