@@ -124,33 +124,27 @@ function renderVIPs() {
   const first = view.page * view.size;
   const shown = rows.slice(first, first + view.size);
 
-  const focused = document.activeElement && document.activeElement.closest('#vip-summary tr[data-key]');
-  const focusKey = focused ? focused.dataset.key : null;
   const out = [];
+  const keep = new Map();
   for (const r of shown) {
     const open = view.open.has(r.key);
-    const detailID = 'detail-' + r.key.replace(/[^a-zA-Z0-9]/g, '_');
-    out.push(el('tr', { 'data-key': r.key, 'data-frontend': r.frontend, 'data-protocol': r.proto, class: open ? 'open' : null },
-      el('th', { scope: 'row' }, el('button', { type: 'button', class: 'disclose', 'aria-expanded': String(open),
-        'aria-controls': open ? detailID : null }, r.frontend + ' ' + r.proto)),
-      el('td', {}, r.service || 'not configured here'),
-      el('td', { class: 'num' + (r.up < r.total ? ' state-down' : '') }, r.up + '/' + r.total),
-      num(fmtInt(r.conns)), num(fmtBytes(Math.round(r.bytes)) + '/s')));
-    if (open) out.push(el('tr', { class: 'detail', id: detailID }, el('td', { colspan: 5 }, ...vipDetail(r))));
+    const row = summaryRow(r, open);
+    keep.set(r.key, row);
+    out.push(row.tr);
+    if (open) {
+      row.detail.firstChild.replaceChildren(...vipDetail(r));
+      out.push(row.detail);
+    }
   }
+  rowCache = keep;
   if (out.length === 0) {
     out.push(el('tr', {}, el('td', { colspan: 5, class: 'empty' },
       all.length ? 'No virtual service matches the filter.' : 'No virtual services yet.')));
   }
-  const body = $('#vip-summary tbody');
-  body.replaceChildren(...out);
+  place($('#vip-summary tbody'), out);
   // The moment the overview first has rows, for the Performance API (the
   // browser test reads it beside first-contentful-paint).
   if (shown.length && performance.getEntriesByName('edgelb-summary-rows').length === 0) performance.mark('edgelb-summary-rows');
-  if (focusKey) {
-    const b = body.querySelector(`tr[data-key="${CSS.escape(focusKey)}"] button`);
-    if (b) b.focus();
-  }
   for (const th of document.querySelectorAll('#vip-summary th[data-sort]')) {
     th.setAttribute('aria-sort', th.dataset.sort === view.sort ? (view.dir > 0 ? 'ascending' : 'descending') : 'none');
   }
@@ -159,6 +153,40 @@ function renderVIPs() {
     ? `rows ${fmtInt(first + 1)}–${fmtInt(first + shown.length)} of ${fmtInt(rows.length)}, page ${view.page + 1} of ${pages}` : '';
   $('#vip-prev').disabled = view.page === 0;
   $('#vip-next').disabled = view.page >= pages - 1;
+}
+
+// rowCache keeps each shown row's elements between renders: a redraw (every
+// 200 ms while traffic flows) updates their text in place and never removes
+// a row that stays, so a click — press and release on the same element —
+// is not lost to a redraw in between, and focus stays where it was.
+let rowCache = new Map();
+
+function summaryRow(r, open) {
+  let row = rowCache.get(r.key);
+  if (!row) {
+    const detailID = 'detail-' + r.key.replace(/[^a-zA-Z0-9]/g, '_');
+    const button = el('button', { type: 'button', class: 'disclose' }, r.frontend + ' ' + r.proto);
+    const cells = [el('td'), el('td', { class: 'num' }), el('td', { class: 'num' }), el('td', { class: 'num' })];
+    row = { button, cells,
+      tr: el('tr', { 'data-key': r.key, 'data-frontend': r.frontend, 'data-protocol': r.proto },
+        el('th', { scope: 'row' }, button), ...cells),
+      detail: el('tr', { class: 'detail', id: detailID }, el('td', { colspan: 5 })) };
+  }
+  row.tr.classList.toggle('open', open);
+  setText(row.button, 'aria-expanded', String(open));
+  if (open) setText(row.button, 'aria-controls', row.detail.id); else row.button.removeAttribute('aria-controls');
+  const texts = [r.service || 'not configured here', r.up + '/' + r.total, fmtInt(r.conns), fmtBytes(Math.round(r.bytes)) + '/s'];
+  texts.forEach((t, i) => { if (row.cells[i].textContent !== t) row.cells[i].textContent = t; });
+  row.cells[1].classList.toggle('state-down', r.up < r.total);
+  return row;
+}
+
+function setText(e, attr, v) { if (e.getAttribute(attr) !== v) e.setAttribute(attr, v); }
+
+// place makes body's children exactly rows, moving only what is out of place.
+function place(body, rows) {
+  rows.forEach((r, i) => { if (body.children[i] !== r) body.insertBefore(r, body.children[i] || null); });
+  while (body.children.length > rows.length) body.lastElementChild.remove();
 }
 
 // vipDetail is one VIP's backend table and charts (what the page showed for
