@@ -68,7 +68,7 @@ function renderAnnounce() {
       l2.push(el('tr', { 'data-announcer': a.kind }, el('th', { scope: 'row' }, a.kind), ownedCell(a, wasOpen),
         el('td', {}, (a.peers || []).map((p) => p.name + ' ' + p.address + ' (' + p.state +
           (p.lastPacket ? ', last heard ' + ago(p.lastPacket) : '') +
-          (owns.has(p.name) ? ', owns ' + fmtInt(owns.get(p.name)) + ' VIPs' : '') + ')').join(', '))));
+          (owns.has(p.name) ? ', owns ' + fmtInt(owns.get(p.name)) + (owns.get(p.name) === 1 ? ' VIP' : ' VIPs') : '') + ')').join(', '))));
     }
   }
   if (bgp.length === 0) bgp.push(el('tr', {}, el('td', { colspan: 9, class: 'empty' }, 'No BGP sessions.')));
