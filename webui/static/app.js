@@ -156,9 +156,32 @@ async function stream(conn) {
   setTimeout(() => { if (streamAbort === ctl) stream(conn); }, retry);
 }
 
+// needToken: a read or write was refused for want of a token (401). Reads
+// refused: the page asks for one in a dialog (once; dismissed, the token
+// form in the header stays marked), rather than showing empty tables.
+let promptDismissed = false;
 function needToken(yes) {
   $('#token-form').classList.toggle('needed', yes);
-  if (yes) $('#token-state').textContent = token() ? 'this token is refused: enter another' : 'reads need a token here';
+  if (!yes) return;
+  const why = token() ? 'this token is refused: enter another' : 'reads need a token here';
+  $('#token-state').textContent = why;
+  const d = $('#token-dialog');
+  if (d.open || promptDismissed) return;
+  $('#token-dialog-why').textContent = token()
+    ? 'The token kept in this tab was refused (HTTP 401). Enter another read or write token.'
+    : "This gateway's API listens beyond loopback, so reads need a read (or write) token.";
+  d.showModal();
+}
+
+// useToken keeps the token for this tab and reads everything again with it.
+function useToken(v) {
+  if (v) sessionStorage.setItem(TOKEN_KEY, v); else sessionStorage.removeItem(TOKEN_KEY);
+  promptDismissed = false;
+  showTokenState();
+  lastEventID = '';
+  stream($('#conn'));
+  pollAudit();
+  pollHealth();
 }
 
 const newestFirst = (a, b) => (Date.parse(b.start) - Date.parse(a.start)) || (b.id - a.id);
@@ -180,115 +203,6 @@ function render() {
   renderServices();
   renderAnnounce();
   renderSummary();
-}
-
-let lastSummary = 0;
-function renderSummary() {
-  // A polite live region, updated at most every 10 s so screen readers are not flooded.
-  if (Date.now() - lastSummary < 10000 && $('#summary').textContent) return;
-  lastSummary = Date.now();
-  let cur = 0;
-  for (const s of state.stats.values()) cur += s.current;
-  const down = state.health.filter((h) => !h.healthy).length;
-  $('#summary').textContent = `${state.stats.size} frontends · ${cur} live connections · ${state.pools.length} pools` +
-    (down ? ` · ${down} backend${down === 1 ? '' : 's'} down` : '');
-}
-
-// vipTables joins the configured services (names, weights) with the
-// server's aggregates (counters): one table per frontend and protocol.
-function vipTables() {
-  const tables = new Map();
-  const get = (frontend, proto) => {
-    const k = frontend + '/' + proto;
-    if (!tables.has(k)) tables.set(k, { key: k, frontend, proto, names: [], rows: new Map(), stats: state.stats.get(k) });
-    return tables.get(k);
-  };
-  for (const svc of state.services) {
-    const sp = svc.spec;
-    for (const vip of svc.assigned || []) {
-      for (const p of sp.ports || []) {
-        const t = get(hostPort(vip, p.port), (p.protocol || 'TCP').toUpperCase());
-        t.names.push(sp.name + (sp.scheduler ? ' · ' + sp.scheduler : ''));
-        for (const b of sp.backends || []) {
-          const addr = hostPort(b.address, b.port || p.targetPort || p.port);
-          const w = b.weight === undefined ? 1 : b.weight;
-          t.rows.set(addr, { backend: addr, service: sp.name, weight: w, state: w > 0 ? 'active' : 'drain' });
-        }
-      }
-    }
-  }
-  for (const s of state.stats.values()) {
-    const t = get(s.frontend, s.protocol);
-    for (const b of s.backends) {
-      if (!t.rows.has(b.backend)) {
-        // Seen in traffic but not configured (e.g. a removed backend still draining).
-        if (b.current === 0) continue;
-        t.rows.set(b.backend, { backend: b.backend, service: '', weight: '', state: 'unknown' });
-      }
-    }
-  }
-  return [...tables.values()].sort((a, b) => a.key.localeCompare(b.key));
-}
-
-function renderVIPs() {
-  const box = $('#vip-tables');
-  const tables = vipTables();
-  if (tables.length === 0) {
-    box.replaceChildren(el('p', { class: 'empty' }, 'No virtual services yet.'));
-    return;
-  }
-  const out = [];
-  for (const t of tables) {
-    const byBackend = new Map(((t.stats && t.stats.backends) || []).map((b) => [b.backend, b]));
-    const body = el('tbody');
-    for (const r of [...t.rows.values()].sort((a, b) => a.backend.localeCompare(b.backend))) {
-      const c = byBackend.get(r.backend) || { current: 0, total: 0, bytesIn: 0, bytesOut: 0 };
-      body.append(el('tr', { 'data-backend': r.backend },
-        el('th', { scope: 'row' }, r.backend), num(r.weight),
-        stateCell(r),
-        num(c.current), num(c.total), num(fmtBytes(c.bytesIn)), num(fmtBytes(c.bytesOut))));
-    }
-    const s = t.stats || { current: 0, total: 0, bytesIn: 0, bytesOut: 0 };
-    const id = 'vip-' + t.key.replace(/[^a-zA-Z0-9]/g, '_');
-    out.push(el('table', { class: 'vip', id, 'data-frontend': t.frontend, 'data-protocol': t.proto },
-      el('caption', {}, t.frontend + ' ' + t.proto, el('span', { class: 'name' }, t.names.join(', ') || 'not configured here')),
-      el('thead', {}, el('tr', {},
-        el('th', { scope: 'col' }, 'Backend'), el('th', { scope: 'col', class: 'num' }, 'Weight'),
-        el('th', { scope: 'col' }, 'State'), el('th', { scope: 'col', class: 'num' }, 'Current conns'),
-        el('th', { scope: 'col', class: 'num' }, 'Total conns'), el('th', { scope: 'col', class: 'num' }, 'Bytes in'),
-        el('th', { scope: 'col', class: 'num' }, 'Bytes out'))),
-      body,
-      el('tfoot', {}, el('tr', {}, el('th', { scope: 'row' }, 'Frontend'), el('td'), el('td'),
-        num(s.current), num(s.total), num(fmtBytes(s.bytesIn)), num(fmtBytes(s.bytesOut))))));
-    out.push(chartFigure(t.key, t.frontend));
-  }
-  box.replaceChildren(...out);
-}
-
-// healthOf finds a backend's check: the one of its own service, else any
-// check of that address and port (Kubernetes names services its own way),
-// a failing one first.
-function healthOf(service, backend) {
-  let found = null;
-  for (const h of state.health) {
-    if (h.backend !== backend) continue;
-    if (h.service === service) return h;
-    if (!found || (found.healthy && !h.healthy)) found = h;
-  }
-  return found;
-}
-
-// stateCell: configured state, refined by the backend's health check. A
-// failing backend says so in words, with its last error as text beside it
-// (screen readers read both; colour is never the only cue).
-function stateCell(r) {
-  const h = r.state === 'unknown' ? null : healthOf(r.service, r.backend);
-  if (h && !h.healthy) {
-    return el('td', { class: 'state-down' }, el('span', { class: 'state' }, 'down (health check)'),
-      el('span', { class: 'why' }, 'last error: ' + (h.lastError || 'none recorded')));
-  }
-  const st = h && r.state === 'active' ? 'up' : r.state;
-  return el('td', { class: 'state-' + st }, el('span', { class: 'state' }, st));
 }
 
 function renderHealth() {
@@ -313,7 +227,9 @@ function renderHealth() {
 }
 
 // pollHealth keeps state.health fresh; the live stream does not carry it.
+let healthTimer = null;
 async function pollHealth() {
+  clearTimeout(healthTimer);
   if (!document.hidden) {
     try {
       const r = await api('GET', '/api/v1/health');
@@ -334,7 +250,8 @@ async function pollHealth() {
       schedule();
     }
   }
-  setTimeout(pollHealth, HEALTH_POLL_MS);
+  clearTimeout(healthTimer); // one loop, however many polls were started
+  healthTimer = setTimeout(pollHealth, HEALTH_POLL_MS);
 }
 
 // pollFleet shows the gateways sharing this one's store (state.type etcd):
@@ -426,42 +343,6 @@ function samePort(ports) {
   return ports && ports.length === 1 ? (ports[0].targetPort || ports[0].port) : '*';
 }
 
-function renderServices() {
-  const rows = state.services.map((s) => {
-    const sp = s.spec;
-    return el('tr', { 'data-service': sp.name },
-      el('th', { scope: 'row' }, sp.name),
-      el('td', s.failed ? { class: 'failed', title: s.failed } : {}, ((s.assigned || []).join(', ') || ('pending' + (s.pending ? ': ' + s.pending : ''))) +
-        (s.failed ? ' — refused by the dataplane: ' + s.failed : '')),
-      el('td', {}, (sp.ports || []).map((p) => p.port + '/' + (p.protocol || 'TCP') +
-        (p.targetPort ? '→' + p.targetPort : '') + (p.nodePort ? ' (node ' + p.nodePort + ')' : '')).join(', ')),
-      el('td', {}, (sp.backends || []).map((b) => hostPort(b.address, b.port || samePort(sp.ports)) +
-        ' w' + (b.weight === undefined ? 1 : b.weight)).join(', ')),
-      el('td', {}, sp.scheduler || 'wrr'), el('td', {}, sp.pool || 'auto'));
-  });
-  if (rows.length === 0) rows.push(el('tr', {}, el('td', { colspan: 6, class: 'empty' }, 'No services.')));
-  $('#service-table tbody').replaceChildren(...rows);
-}
-
-function renderAnnounce() {
-  const bgp = [], l2 = [];
-  for (const a of state.announce) {
-    if (a.kind === 'bgp') {
-      for (const p of a.peers || []) {
-        bgp.push(el('tr', {}, el('th', { scope: 'row' }, p.name), el('td', {}, p.address),
-          el('td', { class: 'state-' + p.state }, p.state), el('td', {}, p.detail || '')));
-      }
-    } else {
-      l2.push(el('tr', {}, el('th', { scope: 'row' }, a.kind), el('td', {}, (a.owned || []).join(', ') || 'none'),
-        el('td', {}, (a.peers || []).map((p) => p.name + ' ' + p.address + ' (' + p.state + ')').join(', '))));
-    }
-  }
-  if (bgp.length === 0) bgp.push(el('tr', {}, el('td', { colspan: 4, class: 'empty' }, 'No BGP sessions.')));
-  if (l2.length === 0) l2.push(el('tr', {}, el('td', { colspan: 3, class: 'empty' }, 'No L2 announcer.')));
-  $('#bgp-table tbody').replaceChildren(...bgp);
-  $('#l2-table tbody').replaceChildren(...l2);
-}
-
 // ---- token and pool form ----
 
 function token() { return sessionStorage.getItem(TOKEN_KEY) || ''; }
@@ -487,6 +368,7 @@ async function pollAudit() {
       renderAudit([], String(e));
     }
   }
+  clearTimeout(auditTimer);
   auditTimer = setTimeout(pollAudit, AUDIT_POLL_MS);
 }
 
@@ -569,6 +451,7 @@ function startEdit(spec) {
   $('#pool-addresses').value = (spec.addresses || []).join('\n');
   $('#pool-auto').checked = !!spec.autoAssign;
   $('#pool-buggy').checked = !!spec.avoidBuggyIPs;
+  $('#pool-form-box').open = true;
   $('#pool-form-title').textContent = 'Edit pool ' + spec.name;
   $('#pool-submit').textContent = 'Save pool';
   $('#pool-cancel').hidden = false;
@@ -605,13 +488,17 @@ document.addEventListener('DOMContentLoaded', () => {
   $('#token-form').addEventListener('submit', (ev) => {
     ev.preventDefault();
     const v = $('#token').value.trim();
-    if (v) sessionStorage.setItem(TOKEN_KEY, v); else sessionStorage.removeItem(TOKEN_KEY);
     $('#token').value = '';
-    showTokenState();
-    lastEventID = '';
-    stream($('#conn'));
-    pollAudit();
+    useToken(v);
   });
+  // The dialog's form closes it (method=dialog); Escape dismisses it.
+  $('#token-dialog-form').addEventListener('submit', () => {
+    const v = $('#token-dialog-input').value.trim();
+    $('#token-dialog-input').value = '';
+    useToken(v);
+  });
+  $('#token-dialog').addEventListener('cancel', () => { promptDismissed = true; });
+  wireOverview();
   $('#pool-form').addEventListener('submit', submitPool);
   $('#pool-cancel').addEventListener('click', () => { clearErrors(); resetForm(); });
   showTokenState();
@@ -621,172 +508,6 @@ document.addEventListener('DOMContentLoaded', () => {
   pollFleet();
   pollAudit();
   // Ages move even when nothing else does.
-  setInterval(() => { renderFlows(); renderHealth(); }, 1000);
+  setInterval(() => { renderFlows(); renderHealth(); renderAnnounce(); }, 1000);
 });
 
-// ---- charts ----
-
-// Charts of the last 15 minutes, hand-drawn SVG (no library, no network).
-// The stream sends the server's window once after each snapshot ("series")
-// and one step every 5 s ("sample"); points are counts per step, drawn as
-// rates. Every line carries its raw numbers in data-* attributes so tests
-// (and curious operators) can compare them with /api/v1/stats.
-
-const SERIES_LEN = 180;
-const SVG_NS = 'http://www.w3.org/2000/svg';
-const COLORS = ['#0b57d0', '#b06000', '#137333', '#a142f4', '#c5221f', '#007b83', '#5f6368'];
-
-const charts = {
-  step: 5,
-  times: [],          // Date ms of step ends, oldest first
-  lines: new Map(),   // "frontend/proto" -> { vip: line, backends: Map(backend -> line) }
-  marks: new Map(),   // backend -> [{ t, healthy }] health transitions seen
-};
-
-function newLine(l) {
-  return { baseConns: l ? l.baseConns : 0, baseBytes: l ? l.baseBytes : 0, points: l ? l.points.slice() : [] };
-}
-
-// chartsSeries takes the server's whole window (after a snapshot).
-function chartsSeries(d) {
-  charts.step = d.step || 5;
-  charts.times = (d.times || []).map((t) => Date.parse(t));
-  charts.lines = new Map();
-  for (const v of d.vips || []) {
-    charts.lines.set(v.frontend + '/' + v.protocol, {
-      vip: newLine(v.line), backends: new Map((v.backends || []).map((b) => [b.backend, newLine(b)])) });
-  }
-}
-
-// pushPoint appends one step to a line, padding a line that missed steps
-// with zeros and dropping what falls out of the window into its base.
-function pushPoint(line, p, n) {
-  while (line.points.length < n - 1) line.points.unshift([0, 0, 0]);
-  line.points.push(p);
-  while (line.points.length > SERIES_LEN) {
-    const old = line.points.shift();
-    line.baseConns += old[0]; line.baseBytes += old[2];
-  }
-}
-
-// chartsSample appends the newest step; charted lines it does not name had
-// nothing in that step.
-function chartsSample(d) {
-  charts.times.push(Date.parse(d.time));
-  if (charts.times.length > SERIES_LEN) charts.times.shift();
-  const n = charts.times.length;
-  const seen = new Set();
-  for (const v of d.vips || []) {
-    const k = v.frontend + '/' + v.protocol;
-    // A line new in a sample starts from the base the server sent with it.
-    if (!charts.lines.has(k)) {
-      const base = v.line || {};
-      charts.lines.set(k, { vip: { baseConns: base.baseConns || 0, baseBytes: base.baseBytes || 0, points: [] }, backends: new Map() });
-    }
-    const c = charts.lines.get(k);
-    if (v.line && v.line.points && v.line.points.length) {
-      pushPoint(c.vip, v.line.points[0], n); seen.add(c.vip);
-    }
-    for (const b of v.backends || []) {
-      if (!c.backends.has(b.backend)) c.backends.set(b.backend, { baseConns: b.baseConns, baseBytes: b.baseBytes, points: [] });
-      const l = c.backends.get(b.backend);
-      pushPoint(l, b.points[0], n); seen.add(l);
-    }
-  }
-  for (const c of charts.lines.values()) {
-    for (const l of [c.vip, ...c.backends.values()]) {
-      if (!seen.has(l) && l.points.length) pushPoint(l, [0, 0, 0], n);
-    }
-  }
-}
-
-// chartsHealth records health transitions for the marks: each check's
-// `since` (when it entered its current state) and every change seen.
-function chartsHealth(list) {
-  for (const h of list) {
-    const t = Date.parse(h.since);
-    const m = charts.marks.get(h.backend) || [];
-    if (!m.some((x) => x.t === t && x.healthy === h.healthy)) m.push({ t, healthy: h.healthy });
-    while (m.length > 50) m.shift();
-    charts.marks.set(h.backend, m);
-  }
-}
-
-function svg(tag, attrs, ...kids) {
-  const e = document.createElementNS(SVG_NS, tag);
-  for (const [k, v] of Object.entries(attrs || {})) if (v !== undefined) e.setAttribute(k, v);
-  for (const k of kids) e.append(k instanceof Node ? k : document.createTextNode(String(k)));
-  return e;
-}
-
-function fmtRate(v, bytes) {
-  if (bytes) return fmtBytes(Math.round(v)) + '/s';
-  return v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2).replace(/\.?0+$/, '') || '0';
-}
-
-const METRICS = [
-  { idx: 0, title: 'connections/s', rate: true },
-  { idx: 1, title: 'active connections', rate: false },
-  { idx: 2, title: 'bytes/s', rate: true, bytes: true },
-];
-
-// chartFigure draws one VIP's three panels: the VIP (thick) and each
-// backend, with health transitions of its backends as vertical marks.
-function chartFigure(key, frontend) {
-  const c = charts.lines.get(key);
-  const fig = el('figure', { class: 'charts', 'data-frontend': frontend });
-  fig.append(el('figcaption', {}, 'Up to the last 15 minutes, ' + frontend + ' (' + charts.step + ' s steps; active counts conntrack entries, TIME_WAIT included)'));
-  if (!c || charts.times.length === 0) {
-    fig.append(el('p', { class: 'empty' }, 'No chart yet: the first step ends ' + charts.step + ' s after the page connects.'));
-    return fig;
-  }
-  const n = charts.times.length;
-  // The axis spans the steps held (at most 15 minutes), so a page open for a
-  // minute shows that minute, not a sliver at the right edge.
-  // A point is drawn at the end of its step; the axis starts where the first step began.
-  const t1 = charts.times[n - 1], t0 = charts.times[0] - charts.step * 1000;
-  const span = fmtAge(t1 - t0);
-  const W = 360, H = 110, L = 46, R = 6, T = 14, B = 16;
-  const x = (t) => L + (W - L - R) * (t - t0) / (t1 - t0);
-  const series = [['VIP', c.vip], ...[...c.backends.entries()].sort((a, b) => a[0].localeCompare(b[0]))];
-  const legend = el('ul', { class: 'legend' });
-  series.forEach(([name, l], i) => {
-    const sw = el('span', { class: 'swatch', 'data-color': i % COLORS.length });
-    legend.append(el('li', {}, sw, name === 'VIP' ? 'frontend (all backends)' : name));
-  });
-  for (const m of METRICS) {
-    const val = (p) => m.rate ? p[m.idx] / charts.step : p[m.idx];
-    let max = 0;
-    for (const [, l] of series) for (const p of l.points) max = Math.max(max, val(p));
-    max = max || 1;
-    const y = (v) => T + (H - T - B) * (1 - v / max);
-    const g = svg('svg', { viewBox: `0 0 ${W} ${H}`, class: 'chart', role: 'img', 'data-metric': m.title,
-      'aria-label': `${m.title} of ${frontend}, last ${span}, peak ${fmtRate(max, m.bytes)}` });
-    g.append(svg('text', { x: 2, y: 10, class: 'title' }, m.title),
-      svg('text', { x: L - 3, y: T + 4, class: 'axis', 'text-anchor': 'end' }, fmtRate(max, m.bytes)),
-      svg('text', { x: L - 3, y: H - B, class: 'axis', 'text-anchor': 'end' }, '0'),
-      svg('text', { x: L, y: H - 3, class: 'axis' }, '−' + span),
-      svg('text', { x: W - R, y: H - 3, class: 'axis', 'text-anchor': 'end' }, 'now'),
-      svg('line', { x1: L, y1: H - B, x2: W - R, y2: H - B, class: 'base' }));
-    // Health marks of this VIP's backends.
-    for (const [name] of series.slice(1)) {
-      for (const mk of charts.marks.get(name) || []) {
-        if (mk.t < t0 || mk.t > t1 + charts.step * 1000) continue;
-        const xm = x(Math.min(mk.t, t1)).toFixed(1);
-        g.append(svg('line', { x1: xm, x2: xm, y1: T, y2: H - B, class: 'mark ' + (mk.healthy ? 'up' : 'down'),
-          'data-backend': name, 'data-time': new Date(mk.t).toISOString() },
-        svg('title', {}, `${name} ${mk.healthy ? 'up' : 'down'} at ${new Date(mk.t).toLocaleTimeString()}`)));
-      }
-    }
-    series.forEach(([name, l], i) => {
-      const off = n - l.points.length;
-      const pts = l.points.map((p, j) => x(charts.times[off + j]).toFixed(1) + ',' + y(val(p)).toFixed(1));
-      g.append(svg('polyline', { points: pts.join(' '), class: 'line' + (name === 'VIP' ? ' vip' : ''),
-        stroke: COLORS[i % COLORS.length], 'data-series': name, 'data-base-conns': l.baseConns,
-        'data-base-bytes': l.baseBytes, 'data-values': l.points.map((p) => p[m.idx]).join(',') }));
-    });
-    fig.append(g);
-  }
-  fig.append(legend);
-  return fig;
-}

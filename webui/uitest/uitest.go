@@ -104,7 +104,11 @@ type VIPView struct {
 	Live      string       `json:"live"`
 }
 
+// readVIP opens the VIP's detail first (clicks its overview row, as a user
+// would, when it is not open): the page draws a VIP's backend table and
+// charts only on demand.
 const readVIP = `((frontend) => {
+  ` + openVIP + `
   const t = [...document.querySelectorAll('table.vip')].find((t) => t.dataset.frontend === frontend);
   const flows = [...document.querySelectorAll('#flow-table tbody tr[data-flow]')];
   const out = { found: !!t, caption: '', rows: [], flowRows: flows.length,
@@ -112,7 +116,7 @@ const readVIP = `((frontend) => {
     live: document.querySelector('#conn').textContent };
   if (!t) return out;
   out.caption = t.querySelector('caption').textContent;
-  for (const r of t.querySelectorAll('tbody tr')) {
+  for (const r of t.querySelectorAll(':scope > tbody > tr')) {
     const c = [...r.children].map((x) => x.textContent);
     const st = r.children[2].querySelector('.state'), why = r.children[2].querySelector('.why');
     out.rows.push({ backend: c[0], weight: c[1], state: st ? st.textContent : c[2], stateDetail: why ? why.textContent : '',
@@ -260,10 +264,18 @@ const readForm = `(() => ({
   ok: document.querySelector('#pool-form-ok').textContent,
   invalid: (document.querySelector('#pool-form [aria-invalid=true]') || {}).id || '' }))()`
 
-// SubmitPool fills the create-pool form (addresses one per line) and waits
-// for the page's answer: an error beside a field, under the form, or success.
+// SubmitPool opens the pool form (a click on its disclosure, when closed),
+// fills it (addresses one per line) and waits for the page's answer: an
+// error beside a field, under the form, or success.
 func (b *Browser) SubmitPool(name string, addresses []string, within time.Duration) (FormResult, error) {
-	err := chromedp.Do(b.ctx,
+	open, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](`document.querySelector('#pool-form-box').open`))
+	if err == nil && !open {
+		err = chromedp.Do(b.ctx, chromedp.Click(chromedp.CSS("#pool-form-box > summary")))
+	}
+	if err != nil {
+		return FormResult{}, err
+	}
+	err = chromedp.Do(b.ctx,
 		chromedp.SetValue(chromedp.CSS("#pool-name"), name),
 		chromedp.SetValue(chromedp.CSS("#pool-addresses"), strings.Join(addresses, "\n")),
 		chromedp.Click(chromedp.CSS("#pool-submit")),
@@ -319,6 +331,7 @@ type ChartPanel struct {
 }
 
 const readCharts = `((frontend) => {
+  ` + openVIP + `
   const f = [...document.querySelectorAll('figure.charts')].find((f) => f.dataset.frontend === frontend);
   if (!f) return [];
   return [...f.querySelectorAll('svg.chart')].map((s) => ({
