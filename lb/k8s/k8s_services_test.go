@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 )
@@ -32,6 +33,18 @@ func TestK8sServices(t *testing.T) {
 	e.waitIngress(t, ns, "auto", wait, "192.0.2.0")
 	ev := e.waitEvent(t, ns, "auto", corev1.EventTypeNormal, ReasonAllocated, "192.0.2.0", wait)
 	t.Logf("auto: 192.0.2.0, event %q", ev.Message)
+	// The status condition, accepted by the real API server's validation.
+	waitUntil(t, wait, "condition "+ConditionAddress, func() bool {
+		s, err := e.cs.CoreV1().Services(ns).Get(e.ctx, "auto", metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		c := meta.FindStatusCondition(s.Status.Conditions, ConditionAddress)
+		if c != nil && c.Status == metav1.ConditionTrue {
+			t.Logf("auto: condition %s=%s reason %s message %q", c.Type, c.Status, c.Reason, c.Message)
+		}
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == ReasonCondAssigned && strings.Contains(c.Message, "192.0.2.0")
+	})
 
 	// Other class and class-less: untouched.
 	e.svc(t, ns, "other", class("other.io/lb"))

@@ -37,6 +37,7 @@ type term struct {
 	pools   poolSet
 	reqs    map[string]intentKey // last request each Service was served with
 	pending map[string]string    // Service key → why it has no (complete) address
+	invalid map[string]bool      // Service keys whose pending reason is a request edgelb cannot read
 	warned  map[string]string    // last Warning sent per object, to not repeat it
 	adopted []string             // Services whose addresses adoption loaded
 	// decided is the leader's decision per Service it reconciled: what its
@@ -76,6 +77,7 @@ func (c *Controller) lead(runCtx, lctx context.Context) {
 		alloc:   c.newAlloc(),
 		reqs:    map[string]intentKey{},
 		pending: map[string]string{},
+		invalid: map[string]bool{},
 		warned:  map[string]string{},
 		statusQ: newStatusQueue(),
 		decided: map[string][]netip.Addr{}, stripped: map[string][]netip.Addr{},

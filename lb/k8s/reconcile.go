@@ -115,10 +115,12 @@ func (c *Controller) reconcileService(t *term, key string) error {
 		// Keep whatever it holds: a typo must not cost a working address.
 		c.do(func(k *keeper) {
 			t.pending[key] = perr.Error()
+			t.invalid[key] = true
 			c.m.pending.Set(float64(len(t.pending)))
 			k.dirty, k.bump = true, true
 		})
 		c.warn(t, svc, key, ReasonFailed, perr.Error())
+		t.statusQ.Add(key) // the condition says why
 		return nil
 	}
 
@@ -205,6 +207,7 @@ func (c *Controller) reconcileService(t *term, key string) error {
 			}
 		}
 		after = t.alloc.IPs(key)
+		delete(t.invalid, key)
 		was, wasPending := t.pending[key]
 		if len(failures) > 0 {
 			// Kept in the pending set even when partly served (PreferDualStack):
@@ -278,6 +281,7 @@ func (c *Controller) forget(t *term, key string) {
 		delete(t.decided, key)
 		delete(t.stripped, key)
 		delete(t.pending, key)
+		delete(t.invalid, key)
 		delete(t.reqs, key)
 		delete(t.warned, key)
 		delete(k.inherited, key) // this term's word on key is the last

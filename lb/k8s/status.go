@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -154,14 +155,24 @@ func (c *Controller) syncStatus(t *term, key string) error {
 	}
 	var ips, strip []netip.Addr
 	var dec, str bool
+	var pending string
+	var invalid bool
 	c.do(func(*keeper) {
 		ips, dec = t.decided[key]
 		strip, str = t.stripped[key]
+		pending, invalid = t.pending[key], t.invalid[key]
 	})
 	var want []netip.Addr
+	var cond *metav1.Condition
 	switch {
 	case dec && c.opts.ours(svc):
 		want = ips
+		cond = addressCondition(svc, ips, pending, invalid)
+	case pending != "" && c.opts.ours(svc):
+		// Not decided: a request edgelb cannot read yet (a typo in an
+		// annotation). The addresses stay as they are; the condition says why.
+		want = ingressIPs(svc)
+		cond = addressCondition(svc, want, pending, invalid)
 	case str:
 		for _, ip := range ingressIPs(svc) {
 			if !containsAddr(strip, ip) {
@@ -171,7 +182,7 @@ func (c *Controller) syncStatus(t *term, key string) error {
 	default:
 		return nil // not decided (yet), or no longer ours: reconcile queues it
 	}
-	if err := c.writeIngress(t.ctx, svc, want); err != nil {
+	if err := c.writeIngress(t.ctx, svc, want, cond); err != nil {
 		if !apierrors.IsConflict(err) && t.ctx.Err() == nil {
 			// A conflict only means our cached copy is stale: the informer
 			// brings the new one and the retry succeeds; anything else is
@@ -196,26 +207,70 @@ func (c *Controller) syncStatus(t *term, key string) error {
 	return nil
 }
 
-func (c *Controller) writeIngress(ctx context.Context, svc *corev1.Service, ips []netip.Addr) error {
+// writeIngress writes ips as status.loadBalancer.ingress and cond (nil:
+// none; a Service no longer ours keeps its last one) as a status condition,
+// when either differs from what the Service shows.
+func (c *Controller) writeIngress(ctx context.Context, svc *corev1.Service, ips []netip.Addr, cond *metav1.Condition) error {
 	cur := ingressIPs(svc)
-	if len(cur) == len(ips) && len(svc.Status.LoadBalancer.Ingress) == len(ips) {
-		same := true
-		for i := range ips {
-			same = same && cur[i] == ips[i]
-		}
-		if same {
-			return nil
-		}
+	sameIPs := len(cur) == len(ips) && len(svc.Status.LoadBalancer.Ingress) == len(ips)
+	for i := 0; sameIPs && i < len(ips); i++ {
+		sameIPs = cur[i] == ips[i]
+	}
+	if sameIPs && sameCondition(svc.Status.Conditions, cond) {
+		return nil
 	}
 	cp := svc.DeepCopy()
-	cp.Status.LoadBalancer.Ingress = nil
-	vip := corev1.LoadBalancerIPModeVIP
-	for _, ip := range ips {
-		cp.Status.LoadBalancer.Ingress = append(cp.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip.String(), IPMode: &vip})
+	if !sameIPs {
+		cp.Status.LoadBalancer.Ingress = nil
+		vip := corev1.LoadBalancerIPModeVIP
+		for _, ip := range ips {
+			cp.Status.LoadBalancer.Ingress = append(cp.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip.String(), IPMode: &vip})
+		}
+	}
+	if cond != nil {
+		meta.SetStatusCondition(&cp.Status.Conditions, *cond)
 	}
 	_, err := c.cs.CoreV1().Services(svc.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{FieldManager: "edgelb"})
 	if err != nil {
 		return fmt.Errorf("update status of %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
 	return nil
+}
+
+// ConditionAddress is the Service status condition edgelb keeps
+// (status.conditions, which Kubernetes offers for this since 1.20): True
+// when every family the Service asks for has its address, False while one
+// is pending (Pending: none free; InvalidRequest: an annotation or spec
+// edgelb cannot read — the addresses held stay). kubectl wait --for=condition=edgelb.io/AddressAssigned
+// waits for it.
+const ConditionAddress = "edgelb.io/AddressAssigned"
+
+// Condition reasons.
+const (
+	ReasonCondAssigned = "Assigned"
+	ReasonCondPending  = "Pending"
+	ReasonCondInvalid  = "InvalidRequest"
+)
+
+func addressCondition(svc *corev1.Service, ips []netip.Addr, pending string, invalid bool) *metav1.Condition {
+	c := &metav1.Condition{Type: ConditionAddress, ObservedGeneration: svc.Generation}
+	if pending != "" {
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonCondPending, pending
+		if invalid {
+			c.Reason = ReasonCondInvalid
+		}
+		return c
+	}
+	c.Status, c.Reason = metav1.ConditionTrue, ReasonCondAssigned
+	c.Message = fmt.Sprintf("assigned %v", ips)
+	return c
+}
+
+// sameCondition: cond is nil or already shown (the transition time aside).
+func sameCondition(have []metav1.Condition, cond *metav1.Condition) bool {
+	if cond == nil {
+		return true
+	}
+	h := meta.FindStatusCondition(have, cond.Type)
+	return h != nil && h.Status == cond.Status && h.Reason == cond.Reason && h.Message == cond.Message && h.ObservedGeneration == cond.ObservedGeneration
 }
