@@ -60,6 +60,13 @@ type ValidateOptions struct {
 	// Methods, when non-nil, are the methods the dataplane can do; another
 	// is refused wrapping proxy.ErrUnsupported (never downgraded).
 	Methods []proxy.Method
+	// Dataplane, when non-nil, is the dataplane's own verdict on what it
+	// can program (nft.Check: no lc, wlc, sed, nq; IPVS: nil, it does all):
+	// the service's scheduler and method are probed with it, so a service
+	// the kernel would refuse is refused here, under "scheduler"/"method",
+	// with the dataplane's reason (wrapping proxy.ErrUnsupported) — from
+	// REST, the config file (dataplane.mode nftables) and reloads alike.
+	Dataplane func(proxy.Service) error
 	// SingleVIP: the VIP was written as vip: (errors name "vip", not "vips[0]").
 	SingleVIP bool
 	// Own are the gateway's own addresses (nil: none known): never a VIP

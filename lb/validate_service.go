@@ -1,6 +1,7 @@
 package lb
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"net/url"
@@ -93,6 +94,7 @@ func CheckService(c *fielderr.Collector, path string, s *ServiceSpec, o Validate
 		c.Add(at("scheduler"), string(s.Scheduler), "want one of rr, wrr, lc, wlc, sh, dh, sed, nq, mh")
 	}
 	checkMethod(c, path, s, o)
+	checkDataplane(c, path, s, o.Dataplane)
 	if s.Affinity < 0 || s.Affinity > MaxAffinityTimeout || s.Affinity > 0 && s.Affinity < time.Second {
 		c.Add(at("affinity.timeout"), s.Affinity.String(), "out of range 1s-%s", MaxAffinityTimeout)
 	}
@@ -397,6 +399,37 @@ func CheckServices(c *fielderr.Collector, path string, svcs []ServiceSpec, singl
 				c.Add(elem{fielderr.Index(path, i), "backends", b}.field("address"), be.Addr.String(),
 					"the VIP of service %q: a backend may not be a VIP (the packet would come back here)", svcs[j].Name)
 			}
+		}
+	}
+}
+
+// checkDataplane asks the dataplane whether it can program s's scheduler
+// and method, one probe each so the error names the field (the dataplane's
+// own rule, not a copy of it). A field already refused is not asked about.
+func checkDataplane(c *fielderr.Collector, path string, s *ServiceSpec, check func(proxy.Service) error) {
+	if check == nil {
+		return
+	}
+	at := func(f string) string { return fielderr.Join(path, f) }
+	probe := func(sched proxy.Scheduler, m proxy.Method) proxy.Service {
+		return proxy.Service{Name: s.Name, VIP: netip.MustParseAddr("192.0.2.1"), Port: 1, Protocol: proxy.TCP, Scheduler: sched, Method: m}
+	}
+	// The dataplane's error names its probe ("service 192.0.2.1:1/TCP"):
+	// keep only the reason it wraps.
+	reason := func(err error) error {
+		if in := errors.Unwrap(err); in != nil {
+			return in
+		}
+		return err
+	}
+	if !c.Failed(at("scheduler")) {
+		if err := check(probe(s.Scheduler, proxy.NAT)); err != nil {
+			c.AddErr(at("scheduler"), string(s.Scheduler), fmt.Errorf("refused by the dataplane: %w", reason(err)))
+		}
+	}
+	if s.Method != "" && !c.Failed(at("method")) {
+		if err := check(probe(proxy.DefaultScheduler, s.Method)); err != nil {
+			c.AddErr(at("method"), string(s.Method), fmt.Errorf("refused by the dataplane: %w", reason(err)))
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/edgelb/edgelb/lb"
 	"github.com/edgelb/edgelb/proxy"
+	"github.com/edgelb/edgelb/proxy/nft"
 )
 
 // Validate checks a Config's typed values and their relations (overlapping
@@ -103,7 +104,10 @@ func (c *Config) validateServices(col *collector) {
 		o.Pools = []lb.Pool{}
 	}
 	if c.Dataplane.Mode == ModeNFTables {
+		// The dataplane is known: judge by its own rule, as the engine
+		// does (with mode auto the daemon knows only at start: lb/preflight).
 		o.Methods = []proxy.Method{proxy.NAT, proxy.NATNoSNAT}
+		o.Dataplane = nft.Check
 	}
 	for i := range c.Services {
 		s := &c.Services[i]

@@ -12,7 +12,6 @@ import (
 
 	"github.com/edgelb/edgelb/lb"
 	"github.com/edgelb/edgelb/lb/store"
-	"github.com/edgelb/edgelb/proxy"
 )
 
 // Every method below runs on the engine goroutine through do; the bodies
@@ -117,7 +116,7 @@ func (e *Engine) usersOf(pool string) string {
 // load of N services stays O(N).
 func (e *Engine) validation(pools map[string]store.Pool, svcs map[string]*service) lb.ValidateOptions {
 	o := lb.ValidateOptions{NodePortRange: e.opts.NodePortRange, Pools: []lb.Pool{}, NodePorts: map[lb.PortProto]string{},
-		VIPs: map[netip.Addr]string{}, Methods: e.opts.Methods, Own: e.own}
+		VIPs: map[netip.Addr]string{}, Methods: e.opts.Methods, Dataplane: e.opts.Check, Own: e.own}
 	for _, n := range store.Names(pools) {
 		o.Pools = append(o.Pools, pools[n].Pool)
 	}
@@ -142,42 +141,7 @@ func (e *Engine) validation(pools map[string]store.Pool, svcs map[string]*servic
 // validate normalizes and validates spec (see validation).
 func (e *Engine) validate(spec *lb.ServiceSpec, o lb.ValidateOptions) error {
 	lb.NormalizeService(spec)
-	if err := lb.ValidateService(spec, o); err != nil {
-		return err
-	}
-	return e.checkDataplane(spec)
-}
-
-// checkDataplane asks the running dataplane whether it can program spec's
-// scheduler and method, one probe each so the error names the field (the
-// dataplane's own rule, not a copy of it).
-func (e *Engine) checkDataplane(spec *lb.ServiceSpec) error {
-	if e.opts.Check == nil {
-		return nil
-	}
-	probe := func(sched proxy.Scheduler, m proxy.Method) proxy.Service {
-		return proxy.Service{Name: spec.Name, VIP: netip.MustParseAddr("192.0.2.1"), Port: 1, Protocol: proxy.TCP,
-			Scheduler: sched, Method: m}
-	}
-	// The dataplane's error names its probe ("service 192.0.2.1:1/TCP"):
-	// keep only the reason it wraps.
-	reason := func(err error) error {
-		if in := errors.Unwrap(err); in != nil {
-			return in
-		}
-		return err
-	}
-	if err := e.opts.Check(probe(spec.Scheduler, proxy.NAT)); err != nil {
-		return &lb.FieldError{Field: "scheduler", Value: string(spec.Scheduler),
-			Err: fmt.Errorf("refused by the running dataplane: %w", reason(err))}
-	}
-	if spec.Method != "" {
-		if err := e.opts.Check(probe(proxy.DefaultScheduler, spec.Method)); err != nil {
-			return &lb.FieldError{Field: "method", Value: string(spec.Method),
-				Err: fmt.Errorf("refused by the running dataplane: %w", reason(err))}
-		}
-	}
-	return nil
+	return lb.ValidateService(spec, o)
 }
 
 // PutService creates or replaces a standalone service (a new one has

@@ -21,6 +21,8 @@ import (
 	"github.com/edgelb/edgelb/lb/migrate/keepalived"
 	"github.com/edgelb/edgelb/lb/migrate/metallb"
 	"github.com/edgelb/edgelb/lb/store"
+	"github.com/edgelb/edgelb/proxy"
+	"github.com/edgelb/edgelb/proxy/nft"
 	"github.com/edgelb/edgelb/webui"
 )
 
@@ -201,6 +203,26 @@ var vcases = []vcase{
 	{"method dr", "svc", svc(`"method":"dr"`), true, ""},
 	{"method dr maps ports", "svc", svc(`"method":"dr","ports":[{"port":80,"targetPort":8080}]`), false, "ports[0].targetPort"},
 	{"method magic", "svc", svc(`"method":"magic"`), false, "method"},
+
+	// Schedulers and methods per dataplane (a case named "nftables: ..."
+	// runs with the nftables dataplane: the config file's dataplane.mode,
+	// the engine's Check; "ipvs: ..." with IPVS, which does them all).
+	{"nftables: scheduler rr", "svc", svc(`"scheduler":"rr"`), true, ""},
+	{"nftables: scheduler wrr", "svc", svc(`"scheduler":"wrr"`), true, ""},
+	{"nftables: scheduler sh", "svc", svc(`"scheduler":"sh"`), true, ""},
+	{"nftables: scheduler dh", "svc", svc(`"scheduler":"dh"`), true, ""},
+	{"nftables: scheduler mh", "svc", svc(`"scheduler":"mh"`), true, ""},
+	{"nftables: scheduler lc", "svc", svc(`"scheduler":"lc"`), false, "scheduler"},
+	{"nftables: scheduler wlc", "svc", svc(`"scheduler":"wlc"`), false, "scheduler"},
+	{"nftables: scheduler sed", "svc", svc(`"scheduler":"sed"`), false, "scheduler"},
+	{"nftables: scheduler nq", "svc", svc(`"scheduler":"nq"`), false, "scheduler"},
+	{"nftables: method nat-nosnat", "svc", svc(`"method":"nat-nosnat"`), true, ""},
+	{"nftables: method dr", "svc", svc(`"method":"dr"`), false, "method"},
+	{"nftables: method tunnel", "svc", svc(`"method":"tunnel"`), false, "method"},
+	{"ipvs: scheduler lc", "svc", svc(`"scheduler":"lc"`), true, ""},
+	{"ipvs: scheduler nq", "svc", svc(`"scheduler":"nq"`), true, ""},
+	{"ipvs: method dr", "svc", svc(`"method":"dr"`), true, ""},
+	{"ipvs: method tunnel", "svc", svc(`"method":"tunnel"`), true, ""},
 	// Dual stack.
 	{"dual-stack vips", "svc", svc(`"vips":["192.0.2.10","2001:db8::10"],"backends":[{"address":"198.51.100.7"},{"address":"2001:db8:1::7"}]`), true, ""},
 	{"two IPv4 vips", "svc", svc(`"vips":["192.0.2.10","192.0.2.11"]`), false, "vips[1]"},
@@ -280,6 +302,16 @@ var vcases = []vcase{
 // Services (the controller's Options.OwnAddrs).
 const vOwnYAML = "dataplane: {nodeAddresses: [\"203.0.113.50\", \"2001:db8:ff::50\"]}\n"
 
+// vDataplane is a case's dataplane ("nftables: ...", "ipvs: ..."; "" for
+// the rest) and the config file's dataplane section for it.
+func vDataplane(name string) (mode, yaml string) {
+	mode, _, ok := strings.Cut(name, ": ")
+	if !ok || mode != "nftables" && mode != "ipvs" {
+		return "", vOwnYAML
+	}
+	return mode, "dataplane: {mode: " + mode + ", nodeAddresses: [\"203.0.113.50\", \"2001:db8:ff::50\"]}\n"
+}
+
 func vOwn() *lb.OwnAddrs {
 	c, err := config.Parse([]byte(vOwnYAML))
 	if err != nil {
@@ -350,7 +382,14 @@ func TestOneSchemaVerdicts(t *testing.T) {
 
 func restVerdict(t *testing.T, c vcase) verdict {
 	t.Helper()
-	e, err := engine.NewEngine(store.NewMem(), engine.Options{OwnAddrs: vOwn()})
+	o := engine.Options{OwnAddrs: vOwn()}
+	switch mode, _ := vDataplane(c.name); mode {
+	case "nftables": // as cmd/edgelb wires the engine for it
+		o.Methods, o.Check = []proxy.Method{proxy.NAT, proxy.NATNoSNAT}, nft.Check
+	case "ipvs":
+		o.Methods = []proxy.Method{proxy.NAT, proxy.NATNoSNAT, proxy.DirectRouting, proxy.Tunnel}
+	}
+	e, err := engine.NewEngine(store.NewMem(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,7 +445,8 @@ func restVerdict(t *testing.T, c vcase) verdict {
 // case's object (at prefix), its path relative to the object.
 func fileVerdict(t *testing.T, name string, y []byte, prefix string) verdict {
 	t.Helper()
-	_, err := config.Parse(append(y, vOwnYAML...))
+	_, dp := vDataplane(name)
+	_, err := config.Parse(append(y, dp...))
 	if err == nil {
 		return verdict{ok: true}
 	}
