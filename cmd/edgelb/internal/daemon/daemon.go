@@ -23,7 +23,7 @@ import (
 	"github.com/edgelb/edgelb/lb/effects"
 	"github.com/edgelb/edgelb/lb/preflight"
 	"github.com/edgelb/edgelb/proxy"
-	"github.com/edgelb/edgelb/proxy/health"
+	"github.com/edgelb/edgelb/lb/health"
 	"github.com/edgelb/edgelb/proxy/hostcheck"
 	"github.com/edgelb/edgelb/webui"
 )

@@ -5,7 +5,7 @@ import (
 	"github.com/edgelb/edgelb/lb/engine"
 	"github.com/edgelb/edgelb/lb/preflight"
 	"github.com/edgelb/edgelb/proxy"
-	"github.com/edgelb/edgelb/proxy/health"
+	"github.com/edgelb/edgelb/lb/health"
 	"github.com/edgelb/edgelb/proxy/nft"
 	"github.com/edgelb/edgelb/webui"
 )

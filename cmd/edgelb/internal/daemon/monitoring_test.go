@@ -13,7 +13,7 @@ import (
 	"github.com/edgelb/edgelb/lb/effects"
 	"github.com/edgelb/edgelb/lb/engine"
 	"github.com/edgelb/edgelb/lb/k8s"
-	"github.com/edgelb/edgelb/proxy/health"
+	"github.com/edgelb/edgelb/lb/health"
 	"github.com/edgelb/edgelb/proxy/statesync"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"

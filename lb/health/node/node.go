@@ -11,7 +11,7 @@ import (
 	"github.com/edgelb/edgelb/announce"
 	"github.com/edgelb/edgelb/lb"
 	"github.com/edgelb/edgelb/proxy"
-	"github.com/edgelb/edgelb/proxy/health"
+	"github.com/edgelb/edgelb/lb/health"
 )
 
 // Filter sits between the Kubernetes controller's desired states and the

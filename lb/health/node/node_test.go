@@ -14,7 +14,7 @@ import (
 	"github.com/edgelb/edgelb/announce"
 	"github.com/edgelb/edgelb/lb"
 	"github.com/edgelb/edgelb/proxy"
-	"github.com/edgelb/edgelb/proxy/health"
+	"github.com/edgelb/edgelb/lb/health"
 )
 
 var (
