@@ -10,8 +10,8 @@ import (
 
 	"github.com/edgelb/edgelb/announce"
 	"github.com/edgelb/edgelb/lb"
-	"github.com/edgelb/edgelb/proxy"
 	"github.com/edgelb/edgelb/lb/health"
+	"github.com/edgelb/edgelb/proxy"
 )
 
 // Filter sits between the Kubernetes controller's desired states and the

@@ -21,9 +21,9 @@ import (
 	"github.com/edgelb/edgelb/lb"
 	"github.com/edgelb/edgelb/lb/config"
 	"github.com/edgelb/edgelb/lb/effects"
+	"github.com/edgelb/edgelb/lb/health"
 	"github.com/edgelb/edgelb/lb/preflight"
 	"github.com/edgelb/edgelb/proxy"
-	"github.com/edgelb/edgelb/lb/health"
 	"github.com/edgelb/edgelb/proxy/hostcheck"
 	"github.com/edgelb/edgelb/webui"
 )

@@ -3,9 +3,9 @@ package daemon
 import (
 	"github.com/edgelb/edgelb/lb/config"
 	"github.com/edgelb/edgelb/lb/engine"
+	"github.com/edgelb/edgelb/lb/health"
 	"github.com/edgelb/edgelb/lb/preflight"
 	"github.com/edgelb/edgelb/proxy"
-	"github.com/edgelb/edgelb/lb/health"
 	"github.com/edgelb/edgelb/proxy/nft"
 	"github.com/edgelb/edgelb/webui"
 )

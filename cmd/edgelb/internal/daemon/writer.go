@@ -16,9 +16,9 @@ import (
 	"github.com/edgelb/edgelb/lb/audit"
 	"github.com/edgelb/edgelb/lb/config"
 	"github.com/edgelb/edgelb/lb/engine"
+	"github.com/edgelb/edgelb/lb/health/node"
 	"github.com/edgelb/edgelb/lb/k8s"
 	"github.com/edgelb/edgelb/lb/store"
-	"github.com/edgelb/edgelb/lb/health/node"
 )
 
 // writer is the one writer of a mode, seen through what the daemon needs:
