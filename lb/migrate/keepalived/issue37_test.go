@@ -84,6 +84,17 @@ func TestIssue37Inputs(t *testing.T) {
 					t.Errorf("findings:\n%s", findings(r))
 				}
 			}},
+		{"a VIP that is also a real server: that service dropped and reported, the rest converted",
+			"virtual_server_group G {\n 192.0.2.1 80\n 192.0.2.1 81\n 192.0.2.2 80\n}\nvirtual_server group G {\n protocol TCP\n real_server 192.0.2.1 80 {\n }\n real_server 10.0.0.2 80 {\n }\n}\n",
+			func(t *testing.T, r *Result) {
+				f := findings(r)
+				if len(r.Config.Services) != 1 || r.Config.Services[0].VIP != "192.0.2.2" ||
+					len(r.Config.Pools) != 1 || strings.Join(r.Config.Pools[0].Addresses, ",") != "192.0.2.2/32" ||
+					!strings.Contains(f, "keepalived.conf:2: 192.0.2.1 80: VIP 192.0.2.1 is also a real server (keepalived.conf:8)") ||
+					!strings.Contains(f, "[-t 192.0.2.1:80 all]") || !strings.Contains(f, "[-t 192.0.2.1:81 all]") {
+					t.Errorf("services %+v pools %+v findings:\n%s", r.Config.Services, r.Config.Pools, f)
+				}
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, err := convertText(t, tc.in, Options{SkipUnknown: true})

@@ -324,6 +324,7 @@ func (c *converter) virtualServer(vs *Node) error {
 		c.vips[fe.addr] = true
 		c.res.Config.Services = append(c.res.Config.Services, s)
 		c.svcNodes = append(c.svcNodes, vs)
+		c.svcFrom = append(c.svcFrom, svcOrigin{fe: fe.from, real: st.real, key: key})
 	}
 	return nil
 }
