@@ -117,7 +117,7 @@ func (e *Engine) usersOf(pool string) string {
 // load of N services stays O(N).
 func (e *Engine) validation(pools map[string]store.Pool, svcs map[string]*service) lb.ValidateOptions {
 	o := lb.ValidateOptions{NodePortRange: e.opts.NodePortRange, Pools: []lb.Pool{}, NodePorts: map[lb.PortProto]string{},
-		VIPs: map[netip.Addr]string{}, Methods: e.opts.Methods}
+		VIPs: map[netip.Addr]string{}, FWMarks: map[uint32]string{}, Methods: e.opts.Methods}
 	for _, n := range store.Names(pools) {
 		o.Pools = append(o.Pools, pools[n].Pool)
 	}
@@ -127,6 +127,11 @@ func (e *Engine) validation(pools map[string]store.Pool, svcs map[string]*servic
 		for _, v := range append(e.alloc.IPs(n), svcs[n].Spec.VIPs...) {
 			if _, taken := o.VIPs[v]; !taken {
 				o.VIPs[v] = n
+			}
+		}
+		if m := svcs[n].Spec.FWMark; m != 0 {
+			if _, taken := o.FWMarks[m]; !taken {
+				o.FWMarks[m] = n
 			}
 		}
 		for _, p := range svcs[n].Spec.Ports {
@@ -174,6 +179,13 @@ func (e *Engine) checkDataplane(spec *lb.ServiceSpec) error {
 	if spec.Method != "" {
 		if err := e.opts.Check(probe(proxy.DefaultScheduler, spec.Method)); err != nil {
 			return &lb.FieldError{Field: "method", Value: string(spec.Method),
+				Err: fmt.Errorf("refused by the running dataplane: %w", reason(err))}
+		}
+	}
+	if spec.FWMark != 0 {
+		mark := proxy.Service{Name: spec.Name, FWMark: spec.FWMark, Family: proxy.IPv4, Method: proxy.NATNoSNAT}
+		if err := e.opts.Check(mark); err != nil {
+			return &lb.FieldError{Field: "fwmark", Value: fmt.Sprint(spec.FWMark),
 				Err: fmt.Errorf("refused by the running dataplane: %w", reason(err))}
 		}
 	}
