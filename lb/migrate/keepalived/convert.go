@@ -227,7 +227,7 @@ func (c *converter) dropLoops() {
 	keep := 0
 	kept := map[netip.Addr]bool{}
 	for i, s := range c.res.Config.Services {
-		a, _ := netip.ParseAddr(s.VIP)
+		a, _ := netip.ParseAddr(s.VIP) // invalid for a fwmark service: never a backend
 		if rs := backendAt[a]; rs != nil {
 			c.unsupportedIn(c.svcFrom[i].fe, fmt.Sprintf("VIP %s is also a real server (%s:%d): edgelb refuses a backend that is a VIP (the packet would come back through the gateway); this virtual service is not converted",
 				a, rs.File, rs.Line), c.svcFrom[i].key, ScopeAll)
@@ -254,7 +254,7 @@ func (c *converter) shareVIPs() {
 	}
 	for i := range c.res.Config.Services {
 		s := &c.res.Config.Services[i]
-		if count[s.VIP] > 1 {
+		if s.VIP != "" && count[s.VIP] > 1 {
 			s.SharingKey = "vip-" + strings.NewReplacer(".", "-", ":", "-").Replace(s.VIP)
 		}
 	}
