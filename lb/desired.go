@@ -35,6 +35,11 @@ type DesiredService struct {
 	Scheduler proxy.Scheduler
 	Affinity  time.Duration
 	Method    proxy.Method
+	// FWMark, non-zero, makes this a firewall-mark service: no VIPs, one
+	// port (Port 0, no protocol) holding the backends, rendered as one
+	// proxy.Service per family that has a backend (IPv4 when none has one),
+	// as a node port is.
+	FWMark uint32
 	// ActiveOnly renders a frontend only where its family has a backend
 	// taking new connections (Kubernetes externalTrafficPolicy Local in
 	// endpoints mode: with no local endpoint this gateway neither programs
@@ -74,6 +79,10 @@ func (ds *DesiredService) Render(out []proxy.Service) (_ []proxy.Service, served
 		p := &ds.Ports[k]
 		base := proxy.Service{Name: p.Name, Port: p.Port, Protocol: p.Protocol,
 			Scheduler: ds.Scheduler, Affinity: ds.Affinity, Method: ds.Method}
+		if ds.FWMark != 0 {
+			out = renderMark(out, ds, base, p.Backends)
+			continue
+		}
 		for i, vip := range ds.VIPs {
 			bs, active := ofFamily(p.Backends, proxy.FamilyOf(vip))
 			if ds.ActiveOnly && !active {
@@ -112,6 +121,31 @@ func (ds *DesiredService) Render(out []proxy.Service) (_ []proxy.Service, served
 		}
 	}
 	return out, served
+}
+
+// renderMark appends a firewall-mark service's proxy.Services: one per
+// family that has a backend (IPVS's fwmark service has one family), IPv4
+// when none has one and ActiveOnly is off.
+func renderMark(out []proxy.Service, ds *DesiredService, base proxy.Service, backends []proxy.Backend) []proxy.Service {
+	fams := make([]proxy.Family, 0, 2)
+	for _, f := range []proxy.Family{proxy.IPv4, proxy.IPv6} {
+		if hasFamily(backends, f) {
+			fams = append(fams, f)
+		}
+	}
+	if len(fams) == 0 && !ds.ActiveOnly {
+		fams = append(fams, proxy.IPv4)
+	}
+	for _, f := range fams {
+		bs, active := ofFamily(backends, f)
+		if ds.ActiveOnly && !active {
+			continue
+		}
+		s := base
+		s.FWMark, s.Family, s.Backends = ds.FWMark, f, bs
+		out = append(out, s)
+	}
+	return out
 }
 
 // ofFamily returns bs's backends of family f (bs itself when all are, so

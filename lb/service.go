@@ -90,7 +90,7 @@ func (s *ServiceSpec) HealthTargets() []HealthTarget {
 	}
 	var out []HealthTarget
 	seen := map[netip.AddrPort]bool{}
-	for _, p := range s.Ports {
+	for _, p := range s.PortsServed() {
 		for _, b := range s.Backends {
 			ap := netip.AddrPortFrom(b.Addr, b.PortFor(p))
 			if !seen[ap] {
@@ -102,6 +102,16 @@ func (s *ServiceSpec) HealthTargets() []HealthTarget {
 	return out
 }
 
+// PortsServed is s.Ports, or for a firewall-mark service one zero port:
+// its backends at their own ports (BackendSpec.PortFor gives the backend's
+// port; 0 is the packet's own destination port).
+func (s *ServiceSpec) PortsServed() []PortSpec {
+	if s.FWMark != 0 {
+		return []PortSpec{{}}
+	}
+	return s.Ports
+}
+
 // ServiceSpec is a service declared by hand (standalone mode): what the
 // config file's services entries and the REST API's bodies parse into.
 type ServiceSpec struct {
@@ -109,7 +119,12 @@ type ServiceSpec struct {
 	// VIPs requested explicitly (at most one per family); empty: allocate.
 	VIPs []netip.Addr `json:"vips,omitempty"`
 	// Families to allocate for when VIPs is empty; empty means IPv4 only.
-	Families   []Family        `json:"families,omitempty"`
+	Families []Family `json:"families,omitempty"`
+	// FWMark, non-zero, makes this a firewall-mark service (IPVS only):
+	// no VIPs, families, pool, sharing key or ports; the packets the
+	// operator's firewall rules marked, to Backends at their own ports
+	// (port 0: the packet's destination port).
+	FWMark     uint32          `json:"fwmark,omitempty"`
 	Pool       string          `json:"pool,omitempty"`
 	SharingKey string          `json:"sharingKey,omitempty"`
 	Ports      []PortSpec      `json:"ports"`

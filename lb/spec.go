@@ -2,6 +2,7 @@ package lb
 
 import (
 	"fmt"
+	"math"
 	"net/netip"
 	"net/url"
 	"strings"
@@ -27,7 +28,12 @@ type ServiceInput struct {
 	VIP  string   `json:"vip,omitempty"`
 	VIPs []string `json:"vips,omitempty"`
 	// Families to allocate for when there is no VIP: IPv4, IPv6 (default IPv4).
-	Families    []string          `json:"families,omitempty"`
+	Families []string `json:"families,omitempty"`
+	// FWMark makes this a firewall-mark service (IPVS dataplane only):
+	// instead of a VIP and ports, the packets the operator's own firewall
+	// rules marked with this mark (1-4294967295). No vip, vips, families,
+	// pool, sharingKey or ports.
+	FWMark      int64             `json:"fwmark,omitempty"`
 	Pool        string            `json:"pool,omitempty"`
 	SharingKey  string            `json:"sharingKey,omitempty"`
 	Ports       []PortInput       `json:"ports"`
@@ -175,6 +181,13 @@ func ConvertService(c *fielderr.Collector, path string, in *ServiceInput, defMet
 			}
 		}
 	}
+	switch {
+	case in.FWMark == 0:
+	case in.FWMark < 1 || in.FWMark > math.MaxUint32:
+		c.Add(at("fwmark"), fmt.Sprint(in.FWMark), "out of range 1-%d", uint32(math.MaxUint32))
+	default:
+		s.FWMark = uint32(in.FWMark)
+	}
 	for i, f := range in.Families {
 		switch strings.ToLower(f) {
 		case "ipv4":
@@ -238,7 +251,7 @@ func ConvertService(c *fielderr.Collector, path string, in *ServiceInput, defMet
 	if in.HealthCheck != nil {
 		s.Health = ConvertHealthCheck(c, at("healthCheck"), in.HealthCheck)
 	}
-	if len(s.VIPs) == 0 && len(s.Families) == 0 && len(in.Families) == 0 {
+	if len(s.VIPs) == 0 && len(s.Families) == 0 && len(in.Families) == 0 && in.FWMark == 0 {
 		s.Families = []Family{IPv4}
 	}
 	return s
@@ -417,7 +430,7 @@ func ConvertHealthCheck(c *fielderr.Collector, path string, in *HealthCheckInput
 // InputOf renders a spec in the input schema (REST responses, migrate
 // output): every value explicit, vips as a list.
 func InputOf(s ServiceSpec) ServiceInput {
-	out := ServiceInput{Name: s.Name, Pool: s.Pool, SharingKey: s.SharingKey, Scheduler: string(s.Scheduler),
+	out := ServiceInput{Name: s.Name, Pool: s.Pool, SharingKey: s.SharingKey, FWMark: int64(s.FWMark), Scheduler: string(s.Scheduler),
 		Method: string(s.Method), Ports: []PortInput{}, Backends: []BackendInput{}}
 	for _, v := range s.VIPs {
 		out.VIPs = append(out.VIPs, v.String())

@@ -57,6 +57,9 @@ type ValidateOptions struct {
 	// may not be a VIP, another service's or its own (the packet would loop
 	// through us).
 	VIPs map[netip.Addr]string
+	// FWMarks maps every firewall mark in use to the service holding it
+	// (filled by the writer): a mark is one service's.
+	FWMarks map[uint32]string
 	// Methods, when non-nil, are the methods the dataplane can do; another
 	// is refused wrapping proxy.ErrUnsupported (never downgraded).
 	Methods []proxy.Method
@@ -84,7 +87,7 @@ func NormalizeService(s *ServiceSpec) {
 	if s.Method == "" {
 		s.Method = proxy.NAT
 	}
-	if len(s.VIPs) == 0 && len(s.Families) == 0 {
+	if len(s.VIPs) == 0 && len(s.Families) == 0 && s.FWMark == 0 {
 		s.Families = []Family{IPv4}
 	}
 	for i := range s.VIPs {

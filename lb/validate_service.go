@@ -35,12 +35,18 @@ func CheckService(c *fielderr.Collector, path string, s *ServiceSpec, o Validate
 		c.AddErr(at("name"), s.Name, err)
 	}
 	fams := checkServiceAddrs(c, path, s, o)
+	if s.FWMark != 0 {
+		fams = checkFWMark(c, path, s, o)
+		if owner, ok := o.FWMarks[s.FWMark]; ok && owner != s.Name {
+			c.Add(at("fwmark"), fmt.Sprint(s.FWMark), "already used by service %q", owner)
+		}
+	}
 
 	nr := o.NodePortRange
 	if nr == (PortRange{}) {
 		nr = DefaultNodePortRange
 	}
-	if len(s.Ports) == 0 && !c.Failed(at("ports")) {
+	if len(s.Ports) == 0 && s.FWMark == 0 && !c.Failed(at("ports")) {
 		c.Add(at("ports"), "", "a service needs at least one port")
 	}
 	seen := map[PortProto]int{}
@@ -101,6 +107,42 @@ func CheckService(c *fielderr.Collector, path string, s *ServiceSpec, o Validate
 	if s.Health != nil {
 		CheckHealth(c, at("healthCheck"), s.Health)
 	}
+}
+
+// checkFWMark checks what a firewall-mark service may not have (a VIP,
+// families, a pool, a sharing key, ports) and returns its families: its
+// backends' (one IPVS service each; IPv4 when it has none).
+func checkFWMark(c *fielderr.Collector, path string, s *ServiceSpec, o ValidateOptions) map[Family]bool {
+	at := func(f string) string { return fielderr.Join(path, f) }
+	why := "a fwmark service has none: the packets the firewall marked are its frontend, whatever their address, protocol and port"
+	switch {
+	case len(s.VIPs) > 0:
+		c.Add(vipField(path, o.SingleVIP && len(s.VIPs) == 1, 0), s.VIPs[0].String(), "%s", why)
+	case len(s.Families) > 0:
+		c.Add(at("families"), s.Families[0].String(), "%s (its family is its backends')", why)
+	}
+	if s.Pool != "" {
+		c.Add(at("pool"), s.Pool, "%s", why)
+	}
+	if s.SharingKey != "" {
+		c.Add(at("sharingKey"), s.SharingKey, "%s", why)
+	}
+	if len(s.Ports) > 0 {
+		c.Add(at("ports"), fmt.Sprint(s.Ports[0].Port), "%s", why)
+	}
+	fams := map[Family]bool{}
+	for _, b := range s.Backends {
+		fams[FamilyOf(b.Addr)] = true
+	}
+	if h := s.Health; h != nil && h.Port == 0 {
+		for k, b := range s.Backends {
+			if b.Port == 0 {
+				c.Add(at("healthCheck.port"), "", "backends[%d] (%s) has no port (a fwmark service's backend keeps the packet's port): set healthCheck.port or the backend's port", k, b.Addr)
+				break
+			}
+		}
+	}
+	return fams
 }
 
 // vipField names VIP k: "vip" when it was written so, else vips[k].
@@ -265,6 +307,9 @@ func checkMethod(c *fielderr.Collector, path string, s *ServiceSpec, o ValidateO
 		c.Add(at("method"), string(s.Method), "want nat, nat-nosnat, dr or tunnel")
 		return
 	}
+	if s.FWMark != 0 && s.Method == proxy.NAT {
+		c.Add(at("method"), string(s.Method), "a fwmark service cannot masquerade: edgelb's nat marks the packet for it, which would change the firewall mark IPVS matches; use nat-nosnat (backends route replies through the gateway), dr or tunnel")
+	}
 	if o.Methods != nil && !slices.Contains(o.Methods, s.Method) {
 		c.AddErr(at("method"), string(s.Method),
 			fmt.Errorf("needs the IPVS dataplane: this dataplane can do only %v (a method is never downgraded): %w",
@@ -345,9 +390,17 @@ func CheckServices(c *fielderr.Collector, path string, svcs []ServiceSpec, singl
 	vipPorts := map[vipKey]svcRef{}
 	vipOwner := map[netip.Addr]int{}
 	nodePorts := map[vipKey]svcRef{} // addr unused
+	marks := map[uint32]int{}
 	for i := range svcs {
 		s := &svcs[i]
 		sp := fielderr.Index(path, i)
+		if s.FWMark != 0 {
+			if j, dup := marks[s.FWMark]; dup {
+				c.Add(sp+".fwmark", fmt.Sprint(s.FWMark), "also service %q's (%s)", svcs[j].Name, fielderr.Index(path, j))
+			} else {
+				marks[s.FWMark] = i
+			}
+		}
 		if j, dup := names[s.Name]; dup && s.Name != "" {
 			c.Add(sp+".name", s.Name, "duplicate service name (also %s)", fielderr.Index(path, j))
 		} else {
@@ -430,6 +483,12 @@ func checkDataplane(c *fielderr.Collector, path string, s *ServiceSpec, check fu
 	if s.Method != "" && !c.Failed(at("method")) {
 		if err := check(probe(proxy.DefaultScheduler, s.Method)); err != nil {
 			c.AddErr(at("method"), string(s.Method), fmt.Errorf("refused by the dataplane: %w", reason(err)))
+		}
+	}
+	if s.FWMark != 0 && !c.Failed(at("fwmark")) {
+		mark := proxy.Service{Name: s.Name, FWMark: s.FWMark, Family: proxy.IPv4, Method: proxy.NATNoSNAT}
+		if err := check(mark); err != nil {
+			c.AddErr(at("fwmark"), fmt.Sprint(s.FWMark), fmt.Errorf("refused by the dataplane: %w", reason(err)))
 		}
 	}
 }

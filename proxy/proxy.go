@@ -140,6 +140,13 @@ type Service struct {
 	// ignored: the VIP's family is the service's.
 	Family    Family
 	Scheduler Scheduler
+	// FWMark, when non-zero, makes this a firewall-mark service (IPVS
+	// only; nftables refuses it with ErrUnsupported): every packet of
+	// Family carrying this mark — set by the operator's own firewall rules,
+	// never by edgelb — whatever its address, protocol and port. VIP,
+	// Port, Protocol and NodePort are zero; a backend's port 0 keeps the
+	// packet's destination port.
+	FWMark uint32
 	// Affinity is ClientIP session affinity: the same client keeps its
 	// backend while it is seen within this timeout. 0 disables it.
 	Affinity time.Duration
@@ -198,15 +205,20 @@ type Key struct {
 	// Family tells apart the two node-port services of a dual-stack
 	// service (same node port, no VIP); with a VIP it is the VIP's.
 	Family Family
+	// FWMark: a firewall-mark service's mark (with Family: one per family).
+	FWMark uint32
 }
 
 func (s Service) Key() Key {
-	return Key{VIP: s.VIP, Port: s.Port, NodePort: s.NodePort, Protocol: s.Protocol, Family: s.AddrFamily()}
+	return Key{VIP: s.VIP, Port: s.Port, NodePort: s.NodePort, Protocol: s.Protocol, Family: s.AddrFamily(), FWMark: s.FWMark}
 }
 
 // String is "vip:port/TCP", "vip:port+nodeport:N/TCP", "nodeport:N/TCP"
-// (IPv4) or "nodeport6:N/TCP" (IPv6).
+// (IPv4), "nodeport6:N/TCP" (IPv6) or "fwmark:N/IPv4".
 func (k Key) String() string {
+	if k.FWMark != 0 {
+		return fmt.Sprintf("fwmark:%d/%s", k.FWMark, k.Family)
+	}
 	var s string
 	if k.VIP.IsValid() {
 		s = netip.AddrPortFrom(k.VIP, k.Port).String()

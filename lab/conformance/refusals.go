@@ -14,7 +14,8 @@ import (
 // Refusals checks a dataplane's refusal rules without traffic, so the same
 // assertions run against a real dataplane (inside the suite) and against
 // proxy/fake (root-free): every scheduler and method outside caps is refused
-// with proxy.ErrUnsupported naming the service, and refused per service —
+// with proxy.ErrUnsupported naming the service (and a firewall-mark
+// service unless caps.FWMark, else it is accepted), and refused per service —
 // applied beside a good service, the error is a *proxy.ServiceErrors naming
 // only the bad one, so the good one is programmed. Every scheduler in caps
 // is accepted. base must be a service dp accepts; it is left applied.
@@ -62,6 +63,16 @@ func Refusals(t *testing.T, ctx context.Context, dp proxy.Dataplane, caps Caps, 
 		svc := base
 		svc.Method = m
 		try("method "+string(m), svc)
+	}
+	// A firewall-mark service of base's backends (their ports kept) and a
+	// method every fwmark-capable dataplane takes.
+	mark := base
+	mark.VIP, mark.Port, mark.Protocol, mark.NodePort = netip.Addr{}, 0, 0, 0
+	mark.FWMark, mark.Family, mark.Method = 0x2a, base.AddrFamily(), proxy.NATNoSNAT
+	if !caps.FWMark {
+		try("fwmark", mark)
+	} else if err := dp.Apply(ctx, proxy.Config{Services: []proxy.Service{base, mark}, NodeAddrs: nodes}); err != nil {
+		t.Errorf("fwmark is in caps but refused: %v", err)
 	}
 	for _, sc := range caps.Schedulers {
 		svc := base

@@ -41,6 +41,9 @@ type Caps struct {
 	IPv6 bool
 	// CTMark: connections it balances carry proxy.CTMark in conntrack.
 	CTMark bool
+	// FWMark: it programs firewall-mark services (proxy.Service.FWMark);
+	// without, they must be refused with proxy.ErrUnsupported.
+	FWMark bool
 }
 
 // WeightedRandomRequests is the sample for a 3:1 split under a weighted

@@ -114,6 +114,10 @@ func (c *Config) validateServices(col *collector) {
 		path := index("services", i)
 		o.SingleVIP = c.singleVIP(i)
 		lb.CheckService(&col.Collector, path, s, o)
+		if s.FWMark != 0 && c.Dataplane.Mode == ModeNFTables {
+			col.AddErr(path+".fwmark", fmt.Sprint(s.FWMark),
+				fmt.Errorf("a firewall-mark service needs the IPVS dataplane (dataplane.mode is nftables; never silently dropped): %w", proxy.ErrUnsupported))
+		}
 		c.checkAddressSource(col, path, s)
 	}
 	lb.CheckServices(&col.Collector, "services", c.Services, c.singleVIP)
@@ -123,7 +127,7 @@ func (c *Config) validateServices(col *collector) {
 // have a pool of each family it wants to draw from (REST and the engine
 // leave such a service pending instead).
 func (c *Config) checkAddressSource(col *collector, path string, s *lb.ServiceSpec) {
-	if len(s.VIPs) > 0 || c.Kubernetes.Enabled || col.failed(path+".pool") || col.failed(path+".families") {
+	if len(s.VIPs) > 0 || s.FWMark != 0 || c.Kubernetes.Enabled || col.failed(path+".pool") || col.failed(path+".families") {
 		return
 	}
 	want := s.Families

@@ -116,7 +116,7 @@ func (e *Engine) usersOf(pool string) string {
 // load of N services stays O(N).
 func (e *Engine) validation(pools map[string]store.Pool, svcs map[string]*service) lb.ValidateOptions {
 	o := lb.ValidateOptions{NodePortRange: e.opts.NodePortRange, Pools: []lb.Pool{}, NodePorts: map[lb.PortProto]string{},
-		VIPs: map[netip.Addr]string{}, Methods: e.opts.Methods, Dataplane: e.opts.Check, Own: e.own}
+		VIPs: map[netip.Addr]string{}, FWMarks: map[uint32]string{}, Methods: e.opts.Methods, Dataplane: e.opts.Check, Own: e.own}
 	for _, n := range store.Names(pools) {
 		o.Pools = append(o.Pools, pools[n].Pool)
 	}
@@ -126,6 +126,11 @@ func (e *Engine) validation(pools map[string]store.Pool, svcs map[string]*servic
 		for _, v := range append(e.alloc.IPs(n), svcs[n].Spec.VIPs...) {
 			if _, taken := o.VIPs[v]; !taken {
 				o.VIPs[v] = n
+			}
+		}
+		if m := svcs[n].Spec.FWMark; m != 0 {
+			if _, taken := o.FWMarks[m]; !taken {
+				o.FWMarks[m] = n
 			}
 		}
 		for _, p := range svcs[n].Spec.Ports {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"net/netip"
 	"testing"
 
 	"github.com/edgelb/edgelb/lb"
@@ -79,5 +80,39 @@ func TestRefusedShowsInStatus(t *testing.T) {
 	}
 	if b, _ := e.Service(ctx, "b"); b.Failed != "" {
 		t.Errorf("b still failed: %q", b.Failed)
+	}
+}
+
+// TestFWMarkUpFront: a firewall-mark service is programmed as one
+// proxy.Service (no VIP allocated, nothing announced); with the nftables
+// dataplane's own check it is refused before anything is stored, a
+// FieldError on "fwmark" wrapping proxy.ErrUnsupported.
+func TestFWMarkUpFront(t *testing.T) {
+	marked := lb.ServiceSpec{Name: "marked", FWMark: 7, Method: proxy.NATNoSNAT,
+		Backends: []lb.BackendSpec{{Addr: netip.MustParseAddr("198.51.100.1"), Weight: 1}}}
+	e := start(t, store.NewMem(), Options{})
+	if _, _, err := e.PutService(ctx, marked); err != nil {
+		t.Fatal(err)
+	}
+	d := e.Desired()
+	if len(d.Dataplane.Services) != 1 || d.Dataplane.Services[0].Key().String() != "fwmark:7/IPv4" || len(d.VIPs) != 0 {
+		t.Fatalf("desired %+v, VIPs %v", d.Dataplane.Services, d.VIPs)
+	}
+	other := marked
+	other.Name = "other"
+	var fe *lb.FieldError
+	if _, _, err := e.PutService(ctx, other); !errors.As(err, &fe) || fe.Field != "fwmark" {
+		t.Fatalf("a second service on mark 7: %v, want a FieldError on fwmark", err)
+	}
+	mem := store.NewMem()
+	n := start(t, mem, Options{Check: nft.Check})
+	commits := mem.Commits()
+	_, _, err := n.PutService(ctx, marked)
+	if !errors.As(err, &fe) || fe.Field != "fwmark" || fe.Value != "7" || !errors.Is(err, proxy.ErrUnsupported) {
+		t.Fatalf("nftables: %v, want a FieldError on fwmark \"7\" wrapping ErrUnsupported", err)
+	}
+	t.Logf("nftables: %v", err)
+	if mem.Commits() != commits {
+		t.Error("a refused fwmark service was stored")
 	}
 }

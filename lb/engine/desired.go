@@ -151,8 +151,9 @@ func (e *Engine) allDown(s *lb.ServiceSpec) bool {
 		return false
 	}
 	hit := false
-	for k := range s.Ports {
-		p := &s.Ports[k]
+	ports := s.PortsServed()
+	for k := range ports {
+		p := &ports[k]
 		for _, b := range s.Backends {
 			if b.Weight == 0 {
 				continue
@@ -184,12 +185,16 @@ func compareAddr(a, b netip.Addr) int {
 // every backend (both families), its port resolved and its weight 0 while
 // down (a weight of 0 keeps existing connections and takes no new ones).
 func desiredService(s *lb.ServiceSpec, vips []netip.Addr, down map[netip.AddrPort]bool) lb.DesiredService {
+	ports := s.PortsServed()
 	ds := lb.DesiredService{Name: s.Name, VIPs: vips, Scheduler: s.Scheduler, Affinity: s.Affinity, Method: s.Method,
-		Ports: make([]lb.DesiredPort, len(s.Ports))}
-	for k := range s.Ports {
-		p := &s.Ports[k]
+		FWMark: s.FWMark, Ports: make([]lb.DesiredPort, len(ports))}
+	for k := range ports {
+		p := &ports[k]
 		name := s.Name + "/" + p.Name
-		if p.Name == "" {
+		switch {
+		case s.FWMark != 0:
+			name = fmt.Sprintf("%s/fwmark-%d", s.Name, s.FWMark)
+		case p.Name == "":
 			name = fmt.Sprintf("%s/%d-%s", s.Name, p.Port, p.Protocol)
 		}
 		dp := lb.DesiredPort{Name: name, Port: p.Port, Protocol: p.Protocol, NodePort: p.NodePort,

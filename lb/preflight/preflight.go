@@ -35,7 +35,7 @@ func HostFindings(cfg *config.Config, src hostcheck.Source) ([]hostcheck.Finding
 		if fields := ipvsOnlyFields(cfg); len(fields) > 0 {
 			out = append(out, hostcheck.Finding{Severity: hostcheck.Error, Code: "method-unsupported",
 				Message: fmt.Sprintf("%s: only the IPVS dataplane can forward this way, but the nftables dataplane would run (%s; never silently downgraded)", strings.Join(fields, ", "), why),
-				Fix:     "load IPVS (modprobe ip_vs) and set dataplane.mode: ipvs, or use method nat / nat-nosnat"})
+				Fix:     "load IPVS (modprobe ip_vs) and set dataplane.mode: ipvs, or use method nat / nat-nosnat and a vip with ports instead of fwmark"})
 		}
 		out = append(out, nftSchedulerFindings(cfg)...)
 	}
@@ -91,13 +91,17 @@ func Blocking(cfg *config.Config, fs []hostcheck.Finding) []hostcheck.Finding {
 	return out
 }
 
-// ipvsOnlyFields names the config fields of services whose method only
-// IPVS can do, e.g. `services[1].method "tunnel" (service "web")`.
+// ipvsOnlyFields names the config fields of services that only IPVS can
+// serve — a method (dr, tunnel) or a firewall mark — e.g.
+// `services[1].method "tunnel" (service "web")`, `services[2].fwmark 1 (service "marked")`.
 func ipvsOnlyFields(cfg *config.Config) []string {
 	var out []string
 	for i, s := range cfg.Services {
 		if s.Method == proxy.DirectRouting || s.Method == proxy.Tunnel {
 			out = append(out, fmt.Sprintf("services[%d].method %q (service %q)", i, s.Method, s.Name))
+		}
+		if s.FWMark != 0 {
+			out = append(out, fmt.Sprintf("services[%d].fwmark %d (service %q)", i, s.FWMark, s.Name))
 		}
 	}
 	return out

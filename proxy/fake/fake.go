@@ -353,6 +353,9 @@ func (d *Dataplane) render(cfg proxy.Config) (m map[string]string, failed map[pr
 }
 
 func frontendsOf(s *proxy.Service) []string {
+	if s.FWMark != 0 {
+		return []string{s.Key().String()}
+	}
 	var fs []string
 	if s.VIP.IsValid() {
 		fs = append(fs, netip.AddrPortFrom(s.VIP, s.Port).String()+"/"+s.Protocol.String())
@@ -366,10 +369,15 @@ func frontendsOf(s *proxy.Service) []string {
 
 // check is the validation every dataplane shares, plus Options' limits.
 func (d *Dataplane) check(s *proxy.Service) error {
-	if s.Protocol != proxy.TCP && s.Protocol != proxy.UDP {
+	switch {
+	case s.FWMark != 0:
+		// A firewall-mark service (IPVS's): the mark is its frontend.
+		if s.VIP.IsValid() || s.Port != 0 || s.Protocol != 0 || s.NodePort != 0 {
+			return fmt.Errorf("fwmark %d: a firewall-mark service has no VIP, port, protocol or node port", s.FWMark)
+		}
+	case s.Protocol != proxy.TCP && s.Protocol != proxy.UDP:
 		return fmt.Errorf("protocol %q: want TCP or UDP", s.Protocol)
-	}
-	if !s.VIP.IsValid() && s.NodePort == 0 {
+	case !s.VIP.IsValid() && s.NodePort == 0:
 		return errors.New("neither a VIP nor a node port")
 	}
 	if s.VIP.IsValid() && s.Port == 0 {
@@ -403,7 +411,8 @@ func (d *Dataplane) check(s *proxy.Service) error {
 	seen := map[netip.AddrPort]bool{}
 	fam := s.AddrFamily()
 	for _, b := range s.Backends {
-		if !b.Addr.Addr().IsValid() || b.Addr.Port() == 0 {
+		// Port 0 only on a firewall-mark service: the packet's own port.
+		if !b.Addr.Addr().IsValid() || b.Addr.Port() == 0 && s.FWMark == 0 {
 			return fmt.Errorf("backend %q: want an address with a port", b.Addr)
 		}
 		// Every real dataplane refuses this: NAT does not cross families.

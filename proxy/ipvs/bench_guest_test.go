@@ -170,7 +170,7 @@ func BenchmarkIPVSGuestCallCost(b *testing.B) {
 				raw.Flush()
 				t0 := time.Now()
 				for j := 0; j < 1000; j++ {
-					vs := virtualServer{Key: vsKey{netip.AddrFrom4([4]byte{203, 0, 113, byte(j / 4)}), uint16(80 + j%4), proxy.TCP},
+					vs := virtualServer{Key: vsKey{Addr: netip.AddrFrom4([4]byte{203, 0, 113, byte(j / 4)}), Port: uint16(80 + j%4), Proto: proxy.TCP},
 						Sched: "wrr", Netmask: 0xffffffff}
 					if guardedCalls {
 						err = mh.AddService(vs)

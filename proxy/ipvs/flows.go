@@ -149,8 +149,9 @@ func (f *Flows) Watch(ctx context.Context, fn func(proxy.FlowEvent)) error {
 
 // ServiceStats are the kernel's counters of one owned virtual service.
 type ServiceStats struct {
-	Frontend netip.AddrPort
+	Frontend netip.AddrPort // a firewall-mark service's: its family's unspecified address, port 0
 	Protocol proxy.Protocol
+	FWMark   uint32 // non-zero: a firewall-mark service
 	Counters Counters
 	Dests    []DestStats
 }
@@ -188,7 +189,7 @@ func (d *Dataplane) Stats(ctx context.Context) ([]ServiceStats, error) {
 		if err != nil {
 			return nil, err
 		}
-		st := ServiceStats{Frontend: netip.AddrPortFrom(s.Key.Addr, s.Key.Port), Protocol: s.Key.Proto, Counters: s.Stats}
+		st := ServiceStats{Frontend: netip.AddrPortFrom(s.Key.Addr, s.Key.Port), Protocol: s.Key.Proto, FWMark: s.Key.Mark, Counters: s.Stats}
 		for _, rs := range ds {
 			st.Dests = append(st.Dests, DestStats{Backend: rs.Addr, Weight: rs.Weight, Active: rs.Active, Inactive: rs.Inactive, Counters: rs.Stats})
 		}

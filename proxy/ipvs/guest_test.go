@@ -76,6 +76,7 @@ func guestHarness(prefix string) conformance.Harness {
 			DeterministicWeights: true,
 			IPv6:                 true,
 			CTMark:               true,
+			FWMark:               true,
 		},
 		// TCG is an emulator: give requests room.
 		Timeout: 10 * time.Second,

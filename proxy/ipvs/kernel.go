@@ -7,14 +7,28 @@ import (
 	"github.com/edgelb/edgelb/proxy"
 )
 
-// vsKey identifies one IPVS virtual service: address, port, protocol.
+// vsKey identifies one IPVS virtual service: address, port, protocol; or
+// a firewall mark (Mark non-zero) and its family, Addr then being the
+// family's unspecified address (0.0.0.0 or ::), Port and Proto zero.
 type vsKey struct {
 	Addr  netip.Addr
 	Port  uint16
 	Proto proxy.Protocol
+	Mark  uint32
+}
+
+// markKey is the key of the firewall-mark service mark of family f.
+func markKey(mark uint32, f proxy.Family) vsKey {
+	if f == proxy.IPv6 {
+		return vsKey{Addr: netip.IPv6Unspecified(), Mark: mark}
+	}
+	return vsKey{Addr: netip.IPv4Unspecified(), Mark: mark}
 }
 
 func (k vsKey) String() string {
+	if k.Mark != 0 {
+		return fmt.Sprintf("fwmark %d/%s", k.Mark, proxy.FamilyOf(k.Addr))
+	}
 	return fmt.Sprintf("%s/%s", netip.AddrPortFrom(k.Addr, k.Port), k.Proto)
 }
 

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/edgelb/edgelb/proxy"
 	mobyipvs "github.com/moby/ipvs"
 )
 
@@ -102,6 +103,11 @@ func family(a netip.Addr) uint16 {
 }
 
 func toMobyService(s virtualServer) *mobyipvs.Service {
+	if s.Key.Mark != 0 {
+		// moby/ipvs sends the mark instead of address, protocol and port.
+		return &mobyipvs.Service{FWMark: s.Key.Mark, SchedName: s.Sched, Flags: s.Flags, Timeout: s.Timeout,
+			Netmask: s.Netmask, AddressFamily: family(s.Key.Addr)}
+	}
 	return &mobyipvs.Service{
 		Address:       net.IP(s.Key.Addr.AsSlice()),
 		Protocol:      uint16(s.Key.Proto),
@@ -147,12 +153,19 @@ func (m *mobyHandle) Services() ([]virtualServer, error) {
 			return err
 		}
 		for _, s := range svcs {
+			key := vsKey{Addr: addrOf(s.Address), Port: s.Port, Proto: protoOf(s.Protocol)}
 			if s.FWMark != 0 {
-				continue // firewall-mark services are never edgelb's
+				// The kernel sends no address for a firewall-mark service:
+				// its family says which (the sync's ownership rule decides
+				// whether it is edgelb's).
+				fam := proxy.IPv4
+				if s.AddressFamily == syscall.AF_INET6 {
+					fam = proxy.IPv6
+				}
+				key = markKey(s.FWMark, fam)
 			}
-			a := addrOf(s.Address)
 			out = append(out, virtualServer{
-				Key:   vsKey{Addr: a, Port: s.Port, Proto: protoOf(s.Protocol)},
+				Key:   key,
 				Sched: s.SchedName, Flags: s.Flags, Timeout: s.Timeout, Netmask: s.Netmask,
 				Stats: counters(s.Stats),
 			})

@@ -17,10 +17,12 @@ import (
 // Ownership — what edgelb may change or delete — is decided per virtual
 // service: a service is edgelb's when its address is bound on edgelb's
 // device (edgelb0), or when it is a node-port service (a node address and a
-// node port) that edgelb programmed in this process, or that the current
-// Config asks for. Everything else in the IPVS table is left alone. Node-port
-// services of an earlier run that the current Config no longer has are not
-// recognisable after a restart; Cleanup at shutdown removes them.
+// node port) or a firewall-mark service (a mark and a family) that edgelb
+// programmed in this process, or that the current Config asks for. Everything
+// else in the IPVS table — a firewall-mark service of another mark, say
+// keepalived's — is left alone. Node-port and firewall-mark services of an
+// earlier run that the current Config no longer has are not recognisable
+// after a restart; Cleanup at shutdown removes them.
 type engine struct {
 	h     handle
 	dev   device
@@ -29,12 +31,12 @@ type engine struct {
 	drain time.Duration
 	logf  func(format string, args ...any)
 
-	last     *desired                               // the last applied Config, for Resync
-	applied  map[vsKey]*wantService                 // what each service was converged to
-	nodeKeys map[vsKey]bool                         // node-port services edgelb programmed
-	drains   map[vsKey]map[netip.AddrPort]time.Time // draining destinations and since when
-	snatOK   bool                                   // the nftables table was built in this process
-	stats    SyncStats
+	last    *desired                               // the last applied Config, for Resync
+	applied map[vsKey]*wantService                 // what each service was converged to
+	keyed   map[vsKey]bool                         // node-port and fwmark services edgelb programmed
+	drains  map[vsKey]map[netip.AddrPort]time.Time // draining destinations and since when
+	snatOK  bool                                   // the nftables table was built in this process
+	stats   SyncStats
 
 	// The resync's rotating window (see readMode): spread is how many
 	// resyncs it takes to read every service's destinations, cursor where
@@ -93,7 +95,7 @@ type SyncStats struct {
 
 func newEngine(h handle, dev device, snat snatRules, now func() time.Time, drain time.Duration, logf func(string, ...any)) *engine {
 	return &engine{h: h, dev: dev, snat: snat, now: now, drain: drain, logf: logf,
-		applied: map[vsKey]*wantService{}, nodeKeys: map[vsKey]bool{}, drains: map[vsKey]map[netip.AddrPort]time.Time{},
+		applied: map[vsKey]*wantService{}, keyed: map[vsKey]bool{}, drains: map[vsKey]map[netip.AddrPort]time.Time{},
 		spread: DefaultResyncSpread, fullEvery: DefaultFullEvery}
 }
 
@@ -146,7 +148,7 @@ func (e *engine) apply(ctx context.Context, d *desired, mode readMode) error {
 		return err
 	}
 	owned := func(k vsKey) bool {
-		return haveAddrs[k.Addr] || d.VIPs[k.Addr] || e.nodeKeys[k] || d.Nodes[k]
+		return haveAddrs[k.Addr] || d.VIPs[k.Addr] || e.keyed[k] || d.Keyed[k]
 	}
 	have := map[vsKey]virtualServer{}
 	for _, s := range kernel {
@@ -168,7 +170,7 @@ func (e *engine) apply(ctx context.Context, d *desired, mode readMode) error {
 		e.stats.ServicesDeleted++
 		delete(e.applied, s.Key)
 		delete(e.drains, s.Key)
-		delete(e.nodeKeys, s.Key)
+		delete(e.keyed, s.Key)
 	}
 	keys := sortedKeys(d.Services)
 	inWindow := func(int) bool { return false }
@@ -180,8 +182,8 @@ func (e *engine) apply(ctx context.Context, d *desired, mode readMode) error {
 			return ctx.Err()
 		}
 		w := d.Services[k]
-		if d.Nodes[k] {
-			e.nodeKeys[k] = true
+		if d.Keyed[k] {
+			e.keyed[k] = true
 		}
 		hs, exists := have[k]
 		readDests := mode == readAll || inWindow(i) || !sameWant(e.applied[k], w) || len(e.drains[k]) > 0
@@ -226,10 +228,10 @@ func (e *engine) apply(ctx context.Context, d *desired, mode readMode) error {
 		}
 		e.applied[k] = w
 	}
-	for k := range e.nodeKeys {
-		if !d.Nodes[k] {
+	for k := range e.keyed {
+		if !d.Keyed[k] {
 			if _, still := have[k]; !still || !owned(k) {
-				delete(e.nodeKeys, k)
+				delete(e.keyed, k)
 			}
 		}
 	}
@@ -361,8 +363,8 @@ func (e *engine) cleanup() error {
 		errs = append(errs, err)
 	} else {
 		for _, s := range kernel {
-			lastNode := e.last != nil && e.last.Nodes[s.Key]
-			if addrs[s.Key.Addr] || e.nodeKeys[s.Key] || lastNode {
+			lastNode := e.last != nil && e.last.Keyed[s.Key]
+			if addrs[s.Key.Addr] || e.keyed[s.Key] || lastNode {
 				if err := e.h.DelService(s.Key); err != nil && !isNotExist(err) {
 					errs = append(errs, err)
 				}
@@ -376,7 +378,7 @@ func (e *engine) cleanup() error {
 		errs = append(errs, err)
 	}
 	e.applied = map[vsKey]*wantService{}
-	e.nodeKeys = map[vsKey]bool{}
+	e.keyed = map[vsKey]bool{}
 	e.drains = map[vsKey]map[netip.AddrPort]time.Time{}
 	e.snatOK = false
 	e.last = nil
@@ -404,6 +406,9 @@ func sortedKeys[V any](m map[vsKey]V) []vsKey {
 func keyLess(a, b vsKey) bool {
 	if c := a.Addr.Compare(b.Addr); c != 0 {
 		return c < 0
+	}
+	if a.Mark != b.Mark {
+		return a.Mark < b.Mark
 	}
 	if a.Proto != b.Proto {
 		return a.Proto < b.Proto

@@ -242,7 +242,7 @@ func TestUDPBackendsGoAtOnce(t *testing.T) {
 	r := newRig(t)
 	s := proxy.Service{Name: "dns", VIP: vip1, Port: 53, Protocol: proxy.UDP, Backends: []proxy.Backend{b(be1, 1), b(be2, 1)}}
 	r.apply(t, proxy.Config{Services: []proxy.Service{s}})
-	k := vsKey{vip1, 53, proxy.UDP}
+	k := vsKey{Addr: vip1, Port: 53, Proto: proxy.UDP}
 	r.h.setConns(k, be2, 0, 7)
 	s.Backends = s.Backends[:1]
 	r.apply(t, proxy.Config{Services: []proxy.Service{s}})
@@ -374,5 +374,47 @@ func TestBuildRefusesPerService(t *testing.T) {
 	}
 	if _, err := build(proxy.Config{Services: []proxy.Service{good, bad}}); !proxy.Partial(err) {
 		t.Errorf("build: %v, want a *proxy.ServiceErrors", err)
+	}
+}
+
+// TestFWMarkServices: a firewall-mark service is programmed per mark and
+// family with its destinations (port 0 kept: the packet's own port), gets
+// no VIP and no nftables frontend, is deleted when the Config drops it,
+// and a firewall-mark service edgelb did not make (another mark, say
+// keepalived's) is never touched, by Apply or Cleanup.
+func TestFWMarkServices(t *testing.T) {
+	r := newRig(t)
+	foreign := virtualServer{Key: markKey(7, proxy.IPv4), Sched: "rr"}
+	r.h.AddService(foreign)
+	r.h.AddDest(foreign.Key, realServer{Addr: be3, Weight: 1})
+	anyPort := netip.AddrPortFrom(be1.Addr(), 0)
+	fw := proxy.Service{Name: "marked/fwmark", FWMark: 1, Family: proxy.IPv4, Scheduler: proxy.RoundRobin,
+		Method: proxy.NATNoSNAT, Affinity: 50 * time.Second, Backends: []proxy.Backend{b(anyPort, 1), b(be2, 2)}}
+	r.apply(t, proxy.Config{Services: []proxy.Service{web(b(be1, 1)), fw}})
+	k := markKey(1, proxy.IPv4)
+	got, ok := r.h.svcs[k]
+	if !ok || got.Sched != "rr" || got.Flags&flagPersistent == 0 || got.Timeout != 50 {
+		t.Fatalf("fwmark service %s: %+v (present %v)", k, got, ok)
+	}
+	if len(r.h.dests[k]) != 2 || r.h.dests[k][anyPort].Weight != 1 || r.h.dests[k][be2].Weight != 2 {
+		t.Fatalf("fwmark destinations %v", r.h.dests[k])
+	}
+	if r.dev.addrs[netip.IPv4Unspecified()] || r.snat.front[k] || r.snat.masq[k] {
+		t.Fatalf("fwmark service got a VIP or an nftables frontend: addrs %v front %v", r.dev.addrs, r.snat.front)
+	}
+	r.apply(t, proxy.Config{Services: []proxy.Service{web(b(be1, 1))}})
+	if _, ok := r.h.svcs[k]; ok {
+		t.Fatal("fwmark service edgelb made was not deleted")
+	}
+	if err := r.eng.cleanup(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.h.svcs[foreign.Key]; !ok || len(r.h.dests[foreign.Key]) != 1 {
+		t.Fatalf("foreign fwmark service touched: %v", r.h.svcs)
+	}
+	// nat would set the masquerade mark bit on a packet IPVS matches by mark.
+	fw.Method = proxy.NAT
+	if _, err := build(proxy.Config{Services: []proxy.Service{fw}}); !errors.Is(err, proxy.ErrUnsupported) {
+		t.Fatalf("fwmark with method nat: %v, want ErrUnsupported", err)
 	}
 }

@@ -272,6 +272,9 @@ func svcError(s *proxy.Service, err error) error {
 // Refusals of what nftables cannot express wrap proxy.ErrUnsupported.
 func prepare(s *proxy.Service) (*svcState, error) {
 	st := &svcState{key: s.Key()}
+	if s.FWMark != 0 {
+		return nil, svcError(s, fmt.Errorf("fwmark %d: %w (a firewall-mark service is IPVS's; use the ipvs dataplane)", s.FWMark, proxy.ErrUnsupported))
+	}
 	if s.Protocol != proxy.TCP && s.Protocol != proxy.UDP {
 		return nil, svcError(s, fmt.Errorf("protocol %q: want TCP or UDP", s.Protocol))
 	}

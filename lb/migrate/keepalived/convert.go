@@ -86,8 +86,16 @@ type converter struct {
 	groups   map[string]*Node
 	vips     map[netip.Addr]bool // pool addresses
 	vrrpVIPs map[netip.Addr]bool // addresses some vrrp_instance holds
-	// svcNodes[i] is the virtual_server services[i] came from (check.go).
+	// svcNodes[i] is the virtual_server services[i] came from (check.go),
+	// svcFrom[i] its frontend line, real server lines and IPVS key.
 	svcNodes []*Node
+	svcFrom  []svcOrigin
+}
+
+type svcOrigin struct {
+	fe   *Node
+	real []*Node // real[k] made backend k
+	key  string
 }
 
 func keyword(n *Node) string { return strings.TrimSpace(n.Name + " " + strings.Join(n.Args, " ")) }
@@ -162,6 +170,7 @@ func Convert(nodes []*Node, opts Options) (*Result, error) {
 			return nil, err
 		}
 	}
+	c.dropLoops()
 	if len(c.vips) > 0 {
 		var addrs []netip.Addr
 		for a := range c.vips {
@@ -200,6 +209,42 @@ func (c *converter) include(n *Node) {
 	}
 }
 
+// dropLoops leaves out the virtual services whose VIP is also a real
+// server (keepalived's own sample.virtual_server_group has 192.168.200.1
+// as both): IPVS takes it, edgelb refuses a backend that is a VIP (the
+// packet would come back through the gateway). Dropping the services on
+// that VIP, reported, keeps every other service as written; dropping the
+// backend instead would change every service that has it.
+func (c *converter) dropLoops() {
+	backendAt := map[netip.Addr]*Node{}
+	for i, s := range c.res.Config.Services {
+		for k, b := range s.Backends {
+			if a, err := netip.ParseAddr(b.Address); err == nil && backendAt[a] == nil {
+				backendAt[a] = c.svcFrom[i].real[k]
+			}
+		}
+	}
+	keep := 0
+	kept := map[netip.Addr]bool{}
+	for i, s := range c.res.Config.Services {
+		a, _ := netip.ParseAddr(s.VIP) // invalid for a fwmark service: never a backend
+		if rs := backendAt[a]; rs != nil {
+			c.unsupportedIn(c.svcFrom[i].fe, fmt.Sprintf("VIP %s is also a real server (%s:%d): edgelb refuses a backend that is a VIP (the packet would come back through the gateway); this virtual service is not converted",
+				a, rs.File, rs.Line), c.svcFrom[i].key, ScopeAll)
+			continue
+		}
+		kept[a] = true
+		c.res.Config.Services[keep], c.svcNodes[keep], c.svcFrom[keep] = s, c.svcNodes[i], c.svcFrom[i]
+		keep++
+	}
+	c.res.Config.Services, c.svcNodes, c.svcFrom = c.res.Config.Services[:keep], c.svcNodes[:keep], c.svcFrom[:keep]
+	for a := range c.vips {
+		if backendAt[a] != nil && !kept[a] && !c.vrrpVIPs[a] {
+			delete(c.vips, a)
+		}
+	}
+}
+
 // shareVIPs gives services on one VIP a common sharing key: keepalived
 // puts many ports on one address, edgelb allows it with a key.
 func (c *converter) shareVIPs() {
@@ -209,7 +254,7 @@ func (c *converter) shareVIPs() {
 	}
 	for i := range c.res.Config.Services {
 		s := &c.res.Config.Services[i]
-		if count[s.VIP] > 1 {
+		if s.VIP != "" && count[s.VIP] > 1 {
 			s.SharingKey = "vip-" + strings.NewReplacer(".", "-", ":", "-").Replace(s.VIP)
 		}
 	}

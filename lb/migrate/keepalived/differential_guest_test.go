@@ -132,15 +132,21 @@ func differential(t *testing.T, i int, file, edgelb string) diffResult {
 
 	dir := t.TempDir()
 	abs, _ := filepath.Abs(file)
+	vrrp := 0
+	for _, n := range nodes {
+		if n.Name == "vrrp_instance" {
+			vrrp++
+		}
+	}
 	var kaTable string
 	for attempt := 1; ; attempt++ {
-		table, log, err := keepalivedTable(ctx, ns, abs, dir, res)
+		table, log, err := keepalivedTable(ctx, ns, abs, dir, res, vrrp)
 		if err != nil {
 			t.Fatalf("%s: keepalived: %v\n%s", file, err, log)
 		}
 		if m := checkerChange.FindString(log); m == "" {
 			kaTable = table
-			t.Logf("%s: keepalived attempt %d; VRRP instances that reached MASTER: %d", filepath.Base(file), attempt, strings.Count(log, "Entering MASTER STATE"))
+			t.Logf("%s: keepalived attempt %d; VRRP instances %d, reached MASTER before the dump: %d", filepath.Base(file), attempt, vrrp, strings.Count(log, "Entering MASTER STATE"))
 			break
 		} else if attempt == 3 {
 			t.Fatalf("%s: a checker changed keepalived's table before the dump in 3 attempts (%q)\n%s", file, m, log)
@@ -155,7 +161,12 @@ func differential(t *testing.T, i int, file, edgelb string) diffResult {
 	return compareTables(kaTable, elTable, res)
 }
 
-func keepalivedTable(ctx context.Context, ns *netns.NS, conf, dir string, res *Result) (string, string, error) {
+// keepalivedTable runs keepalived on conf and dumps its table once its
+// checker logged the topology and, with vrrp instances, once every one of
+// them logged "Entering MASTER STATE" (the master-down timer, ~3 s at
+// advert_int 1; the peer drops every advert, so each becomes MASTER) or
+// 30 s passed — the caller logs how many did.
+func keepalivedTable(ctx context.Context, ns *netns.NS, conf, dir string, res *Result, vrrp int) (string, string, error) {
 	log := &syncBuf{}
 	cmd := ns.Command(ctx, "keepalived", "-n", "-l", "-D", "-d", "-f", conf,
 		"-p", dir+"/ka.pid", "-c", dir+"/ka-check.pid", "-r", dir+"/ka-vrrp.pid")
@@ -184,6 +195,9 @@ func keepalivedTable(ctx context.Context, ns *netns.NS, conf, dir string, res *R
 		if time.Now().After(deadline) {
 			return "", log.String(), fmt.Errorf("no %q in keepalived's log after 2 min", want)
 		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for end := time.Now().Add(30 * time.Second); vrrp > 0 && strings.Count(log.String(), "Entering MASTER STATE") < vrrp && time.Now().Before(end); {
 		time.Sleep(50 * time.Millisecond)
 	}
 	out, err := ns.Exec(ctx, "ipvsadm", "-Sn")

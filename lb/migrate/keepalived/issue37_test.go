@@ -32,11 +32,26 @@ func TestIssue37Inputs(t *testing.T) {
 		name, in string
 		check    func(t *testing.T, r *Result)
 	}{
-		{"fwmark reported, the rest converted", "virtual_server fwmark 1 {\n real_server 10.0.0.1 80 {\n }\n}\nvirtual_server 192.0.2.1 80 {\n real_server 10.0.0.1 80 {\n }\n}\n",
+		{"fwmark carried as a fwmark service (nat-nosnat, keepalived's NAT), group fwmark entries too",
+			"virtual_server fwmark 1 {\n lb_kind NAT\n real_server 10.0.0.1 {\n }\n}\nvirtual_server_group G {\n 192.0.2.1 80\n fwmark 2 inet\n}\nvirtual_server group G {\n lb_kind DR\n real_server 10.0.0.2 80 {\n }\n}\n",
 			func(t *testing.T, r *Result) {
-				if len(r.Config.Services) != 1 || !strings.Contains(findings(r), "keepalived.conf:1: virtual_server fwmark 1: fwmark") ||
-					!strings.Contains(findings(r), "[-f 1 all]") {
-					t.Errorf("services %d, findings:\n%s", len(r.Config.Services), findings(r))
+				f := findings(r)
+				if len(r.Config.Services) != 3 {
+					t.Fatalf("services %+v, findings:\n%s", r.Config.Services, f)
+				}
+				m1, m2 := r.Config.Services[0], r.Config.Services[2]
+				if m1.FWMark != 1 || m1.Name != "vs-fwmark-1" || m1.Method != "nat-nosnat" || m1.VIP != "" || len(m1.Ports) != 0 || m1.SharingKey != "" ||
+					m2.FWMark != 2 || m2.Method != "dr" || m2.VIP != "" || r.Config.Services[1].VIP != "192.0.2.1" ||
+					!strings.Contains(f, "keepalived.conf:1: virtual_server fwmark 1: fwmark with NAT: carried as nat-nosnat") ||
+					!strings.Contains(f, "keepalived.conf:8: fwmark 2 inet: the family is the real servers'") {
+					t.Errorf("services %+v, findings:\n%s", r.Config.Services, f)
+				}
+			}},
+		{"a fwmark check with no port to probe is reported, not carried", "virtual_server fwmark 1 {\n lb_kind DR\n real_server 10.0.0.1 {\n  TCP_CHECK {\n  }\n }\n}\n",
+			func(t *testing.T, r *Result) {
+				if r.Config.Services[0].HealthCheck != nil || !strings.Contains(findings(r), "keepalived.conf:3: real_server 10.0.0.1: a fwmark real server without a port") ||
+					!strings.Contains(findings(r), "[-f 1 real]") {
+					t.Errorf("service %+v, findings:\n%s", r.Config.Services[0], findings(r))
 				}
 			}},
 		{"keepalived's defaults written out", "virtual_server 192.0.2.1 80 {\n real_server 10.0.0.1 80 {\n  TCP_CHECK {\n   connect_timeout 10\n  }\n }\n}\n",
@@ -82,6 +97,17 @@ func TestIssue37Inputs(t *testing.T) {
 			func(t *testing.T, r *Result) {
 				if r.Config.Services[0].Scheduler != "wlc" || !strings.Contains(findings(r), "[-u 192.0.2.1:80 service]") {
 					t.Errorf("findings:\n%s", findings(r))
+				}
+			}},
+		{"a VIP that is also a real server: that service dropped and reported, the rest converted",
+			"virtual_server_group G {\n 192.0.2.1 80\n 192.0.2.1 81\n 192.0.2.2 80\n}\nvirtual_server group G {\n protocol TCP\n real_server 192.0.2.1 80 {\n }\n real_server 10.0.0.2 80 {\n }\n}\n",
+			func(t *testing.T, r *Result) {
+				f := findings(r)
+				if len(r.Config.Services) != 1 || r.Config.Services[0].VIP != "192.0.2.2" ||
+					len(r.Config.Pools) != 1 || strings.Join(r.Config.Pools[0].Addresses, ",") != "192.0.2.2/32" ||
+					!strings.Contains(f, "keepalived.conf:2: 192.0.2.1 80: VIP 192.0.2.1 is also a real server (keepalived.conf:8)") ||
+					!strings.Contains(f, "[-t 192.0.2.1:80 all]") || !strings.Contains(f, "[-t 192.0.2.1:81 all]") {
+					t.Errorf("services %+v pools %+v findings:\n%s", r.Config.Services, r.Config.Pools, f)
 				}
 			}},
 	} {

@@ -38,7 +38,7 @@ func (c *converter) realServers(vs *Node, st *vsSettings) error {
 			b.Port = int64(p)
 		}
 		if b.Port == 0 {
-			c.note(rs, "no port: the backend takes the virtual server's port")
+			c.note(rs, "no port: the backend takes the port the client addressed (the virtual server's; a fwmark service's packet's)")
 		}
 		t := st.timer
 		rsHost := host

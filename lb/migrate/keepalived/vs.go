@@ -17,7 +17,16 @@ const maxGroupRange = 1024
 type frontend struct {
 	addr netip.Addr
 	port int
-	from *Node // the virtual_server or group entry line
+	mark uint32 // non-zero: a firewall-mark frontend (no addr, no port)
+	from *Node  // the virtual_server or group entry line
+}
+
+func parseMark(n *Node, s string) (uint32, error) {
+	v, err := strconv.ParseUint(s, 10, 32)
+	if err != nil || v == 0 {
+		return 0, valueErr(n, "fwmark", s, "want 1..4294967295")
+	}
+	return uint32(v), nil
 }
 
 // ipvsKey is how ipvsadm -Sn names a virtual service.
@@ -46,9 +55,17 @@ func parseAddr(n *Node, s string) (netip.Addr, error) {
 // (A.B.C.D-E, A-B, A/len) [PORT], or fwmark N [inet|inet6].
 func (c *converter) groupEntry(e *Node, proto string) ([]frontend, error) {
 	if e.Name == "fwmark" {
-		c.unsupportedIn(e, "fwmark virtual services: edgelb's services match address and port, not firewall marks; not converted",
-			"-f "+arg(e), ScopeAll)
-		return nil, nil
+		if len(e.Args) < 1 || len(e.Args) > 2 || len(e.Args) == 2 && e.Args[1] != "inet" && e.Args[1] != "inet6" {
+			return nil, valueErr(e, "virtual_server_group entry", keyword(e), "want fwmark N [inet|inet6]")
+		}
+		m, err := parseMark(e, e.Args[0])
+		if err != nil {
+			return nil, err
+		}
+		if len(e.Args) == 2 {
+			c.note(e, "the family is the real servers' in edgelb (one IPVS service per family they have)")
+		}
+		return []frontend{{mark: m, from: e}}, nil
 	}
 	if len(e.Args) > 1 {
 		return nil, valueErr(e, "virtual_server_group entry", keyword(e), "want IP [PORT], a range [PORT] or fwmark N")
@@ -121,7 +138,7 @@ func (c *converter) groupEntry(e *Node, proto string) ([]frontend, error) {
 			c.unsupported(e, fmt.Sprintf("a range over %d addresses: edgelb makes a service per address; not converted", maxGroupRange))
 			return nil, nil
 		}
-		out = append(out, frontend{a, port, e})
+		out = append(out, frontend{addr: a, port: port, from: e})
 		if a == last {
 			break
 		}
@@ -133,9 +150,11 @@ func (c *converter) groupEntry(e *Node, proto string) ([]frontend, error) {
 func (c *converter) frontends(vs *Node, proto string) ([]frontend, error) {
 	switch {
 	case len(vs.Args) == 2 && vs.Args[0] == "fwmark":
-		c.unsupportedIn(vs, "fwmark virtual services: edgelb's services match address and port, not firewall marks; this virtual_server is not converted",
-			"-f "+vs.Args[1], ScopeAll)
-		return nil, nil
+		m, err := parseMark(vs, vs.Args[1])
+		if err != nil {
+			return nil, err
+		}
+		return []frontend{{mark: m, from: vs}}, nil
 	case len(vs.Args) == 2 && vs.Args[0] == "group":
 		g, ok := c.groups[vs.Args[1]]
 		if !ok {
@@ -161,7 +180,7 @@ func (c *converter) frontends(vs *Node, proto string) ([]frontend, error) {
 				return nil, err
 			}
 		}
-		return []frontend{{a, port, vs}}, nil
+		return []frontend{{addr: a, port: port, from: vs}}, nil
 	}
 	return nil, valueErr(vs, "virtual_server", strings.Join(vs.Args, " "), "want IP [PORT], fwmark N or group NAME")
 }
@@ -285,19 +304,33 @@ func (c *converter) virtualServer(vs *Node) error {
 			c.unsupported(k, "no edgelb equivalent")
 		}
 	}
-	if st.proto == "" {
+	noProto := st.proto == ""
+	if noProto {
 		st.proto = "UDP"
-		c.note(vs, "no protocol: keepalived 2.2 defaults to UDP (and warns); carried as UDP")
 	}
 	fes, err := c.frontends(vs, st.proto)
 	if err != nil || len(fes) == 0 {
 		return err
 	}
+	for _, fe := range fes {
+		if noProto && fe.mark == 0 { // a firewall mark has no protocol
+			c.note(vs, "no protocol: keepalived 2.2 defaults to UDP (and warns); carried as UDP")
+			break
+		}
+	}
 	if st.proto == "SCTP" {
+		// A firewall mark has no protocol: its frontends still convert.
+		var marks []frontend
 		for _, fe := range fes {
+			if fe.mark != 0 {
+				marks = append(marks, fe)
+				continue
+			}
 			c.unsupportedIn(fe.from, "SCTP: edgelb's services are TCP or UDP; not converted", ipvsKey(st.proto, fe.addr, fe.port), ScopeAll)
 		}
-		return nil
+		if fes = marks; len(fes) == 0 {
+			return nil
+		}
 	}
 	if persistence > 0 {
 		st.svc.Affinity = &lb.AffinityInput{Type: "ClientIP", Timeout: strconv.Itoa(persistence) + "s"}
@@ -307,8 +340,15 @@ func (c *converter) virtualServer(vs *Node) error {
 	}
 	for _, fe := range fes {
 		key := ipvsKey(st.proto, fe.addr, fe.port)
+		if fe.mark != 0 {
+			key = fmt.Sprintf("-f %d", fe.mark)
+		}
 		for _, d := range st.perService {
 			c.unsupportedIn(d.n, d.note, key, d.scope)
+		}
+		if fe.mark != 0 {
+			c.markService(vs, fe, &st, key)
+			continue
 		}
 		if fe.port == 0 {
 			c.unsupportedIn(fe.from, "port 0 (every port, persistent): edgelb's services have one port each; not converted", key, ScopeAll)
@@ -324,8 +364,37 @@ func (c *converter) virtualServer(vs *Node) error {
 		c.vips[fe.addr] = true
 		c.res.Config.Services = append(c.res.Config.Services, s)
 		c.svcNodes = append(c.svcNodes, vs)
+		c.svcFrom = append(c.svcFrom, svcOrigin{fe: fe.from, real: st.real, key: key})
 	}
 	return nil
+}
+
+// markService converts a firewall-mark frontend: an edgelb fwmark
+// service (IPVS dataplane) with the virtual server's settings. keepalived
+// neither writes the marking rules nor masquerades (its NAT is edgelb's
+// nat-nosnat); the operator's firewall marks the packets, as before.
+func (c *converter) markService(vs *Node, fe frontend, st *vsSettings, key string) {
+	s := st.svc
+	s.Name = fmt.Sprintf("vs-fwmark-%d", fe.mark)
+	s.FWMark = int64(fe.mark)
+	if s.Method == string(proxy.NAT) {
+		s.Method = string(proxy.NATNoSNAT)
+		c.note(fe.from, "fwmark with NAT: carried as nat-nosnat, which is what keepalived's NAT does (no masquerade; edgelb's nat would mark the packet and so change the firewall mark). The firewall rules that mark the packets stay the operator's: edgelb does not write them")
+	} else {
+		c.note(fe.from, "the firewall rules that mark the packets stay the operator's: edgelb does not write them")
+	}
+	if h := s.HealthCheck; h != nil && h.Port == 0 {
+		for k, b := range s.Backends {
+			if b.Port == 0 {
+				c.unsupportedIn(st.real[k], "a fwmark real server without a port and a checker without connect_port: edgelb cannot tell which port to check; this service's check is not carried (every backend stays in rotation)", key, ScopeReal)
+				s.HealthCheck = nil
+				break
+			}
+		}
+	}
+	c.res.Config.Services = append(c.res.Config.Services, s)
+	c.svcNodes = append(c.svcNodes, vs)
+	c.svcFrom = append(c.svcFrom, svcOrigin{fe: fe.from, real: st.real, key: key})
 }
 
 func method(k *Node) (string, error) {
