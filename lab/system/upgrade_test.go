@@ -219,6 +219,7 @@ func TestSystemUpgrade(t *testing.T) {
 		t.Errorf("streams kept %d/%d", kept, len(tr.streams))
 	}
 	for _, g := range p.gws {
+		g.logSystemdOnly(t)
 		if v := g.version(); v != to || v == from {
 			t.Errorf("%s runs package %s after the upgrade (from %s to %s)", g.name, v, from, to)
 		}
@@ -230,4 +231,27 @@ func TestSystemUpgrade(t *testing.T) {
 			t.Errorf("%s: the upgrade changed /etc/edgelb/config.yaml", g.name)
 		}
 	}
+}
+
+// logSystemdOnly logs what this boot's journal shows that only running
+// under systemd brings out (the lab's child-process tests run edgelb and
+// conntrackd as root without a sandbox, on stderr).
+func (g *gateway) logSystemdOnly(t *testing.T) {
+	t.Helper()
+	var sched, protocols, warnAt6 int
+	for _, e := range g.journal() {
+		msg, _ := e["MESSAGE"].(string)
+		switch {
+		case strings.Contains(msg, "scheduler configuration failed: Operation not permitted"):
+			sched++
+		case strings.Contains(msg, "cannot find protocol"):
+			protocols++
+		}
+		if m := message(e); (m["level"] == "WARN" || m["level"] == "ERROR") && e["PRIORITY"] == "6" {
+			warnAt6++
+		}
+	}
+	t.Logf("%s under systemd: conntrackd's real-time scheduler refused by the unit's sandbox (RestrictRealtime, ~@resources; it continues with the default) %d times; "+
+		"conntrackd missing /etc/protocols %d times; WARN/ERROR lines journald files at PRIORITY=6 (info: edgelb writes plain lines to stderr) %d",
+		g.name, sched, protocols, warnAt6)
 }
