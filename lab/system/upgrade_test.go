@@ -198,6 +198,13 @@ func TestSystemUpgrade(t *testing.T) {
 			t.Errorf("%s: the upgrade did not restart edgelb (MainPID %s)", step.name, pid)
 		}
 		t.Logf("%s: dpkg -i %s in %.1f s (MainPID %s → %s): %s", step.name, step.version(), took.Seconds(), pid, step.mainPID(), lastLines(out, 2))
+		stop, _ := step.run("journalctl", "-b", "-u", "edgelb", "--no-pager", "-o", "short-precise", "--since", t0.Add(-time.Second).UTC().Format("2006-01-02 15:04:05"))
+		t.Logf("%s: the restart in the journal:\n%s", step.name, grepAny(stop, "Stopping", "Stopped", "Deactivated", "timed out", "Killing", "SIGKILL", "Starting", "Started", "shutting", "exit", "released", "handover"))
+		// The stop hands over with conntrackd still running: systemd must
+		// not signal it beside edgelb (KillMode=mixed), nor time the stop out.
+		if bad := grepAny(stop, "can't connect", "timed out", "conntrackd exited; restarting"); bad != "" {
+			t.Errorf("%s: the restart's handover went wrong:\n%s", step.name, bad)
+		}
 		waitSynced("after " + step.name)
 	}
 	end := time.Now()
@@ -254,4 +261,17 @@ func (g *gateway) logSystemdOnly(t *testing.T) {
 	t.Logf("%s under systemd: conntrackd's real-time scheduler refused by the unit's sandbox (RestrictRealtime, ~@resources; it continues with the default) %d times; "+
 		"conntrackd missing /etc/protocols %d times; WARN/ERROR lines journald files at PRIORITY=6 (info: edgelb writes plain lines to stderr) %d",
 		g.name, sched, protocols, warnAt6)
+}
+
+func grepAny(s string, subs ...string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		for _, sub := range subs {
+			if strings.Contains(l, sub) {
+				out = append(out, l)
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n")
 }
