@@ -23,7 +23,7 @@ if [ ! -s "$out" ]; then
      -o bin/edgelb ./cmd/edgelb && lab/package/build-deb.sh bin/edgelb) >&2
   fakeroot sh -ec "dpkg-deb -R '$tmp'/src/bin/edgelb_*.deb '$tmp/deb'
     sed -i 's/^Version: .*/Version: $ver/' '$tmp/deb/DEBIAN/control'
-    dpkg-deb --root-owner-group -Zgzip --build '$tmp/deb' '$out.tmp'" >&2
-  mv "$out.tmp" "$out"
+    dpkg-deb --root-owner-group -Zgzip --build '$tmp/deb' '$out.tmp.$$'" >&2
+  mv "$out.tmp.$$" "$out"
 fi
 echo "$out"

@@ -24,6 +24,6 @@ ln -sf /dev/null "$r/etc/systemd/system/conntrackd.service"
 ln -sf /dev/null "$r/etc/systemd/system/console-getty.service"
 # The machine id is made at each boot (a copy of the root per container).
 : >"$r/etc/machine-id"
-tar -C "$r" -cf "$tar.tmp" .
-mv "$tar.tmp" "$tar"
+tar -C "$r" -cf "$tar.tmp.$$" .
+mv "$tar.tmp.$$" "$tar"
 echo "$tar"
