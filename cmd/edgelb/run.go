@@ -62,10 +62,16 @@ func daemonLogger(w io.Writer, format string, level *slog.Level) func(config.Log
 			l.Level = *level
 		}
 		opts := &slog.HandlerOptions{Level: l.Level}
-		if l.Format == "json" {
-			return slog.New(slog.NewJSONHandler(w, opts))
+		mk := func(w io.Writer) slog.Handler {
+			if l.Format == "json" {
+				return slog.NewJSONHandler(w, opts)
+			}
+			return slog.NewTextHandler(w, opts)
 		}
-		return slog.New(slog.NewTextHandler(w, opts))
+		if toJournal(w) {
+			return slog.New(withPriority(w, mk))
+		}
+		return slog.New(mk(w))
 	}
 }
 

@@ -67,7 +67,16 @@ func TestSystemBadDay(t *testing.T) {
 	if !strings.Contains(j, `"192.0.2.300"`) {
 		t.Errorf("the journal does not quote the bad value: %s", lastLines(j, 10))
 	}
-	t.Logf("restart with a broken config: Result=%s NRestarts=%s; journal: %s", strings.TrimSpace(res), strings.TrimSpace(nr), lastLines(grepLines(j, "192.0.2.300"), 2))
+	prio := ""
+	for _, e := range g.journal() {
+		if m, _ := e["MESSAGE"].(string); strings.Contains(m, `"192.0.2.300"`) {
+			prio, _ = e["PRIORITY"].(string)
+		}
+	}
+	if prio != "3" {
+		t.Errorf("the config error is in the journal at PRIORITY=%q, want 3 (err)", prio)
+	}
+	t.Logf("restart with a broken config: Result=%s NRestarts=%s; journal (PRIORITY=%s): %s", strings.TrimSpace(res), strings.TrimSpace(nr), prio, lastLines(grepLines(j, "192.0.2.300"), 2))
 
 	// 3. Fixed: the configuration completes; the failed unit is started by
 	// the operator (try-restart leaves a stopped gateway stopped).
