@@ -1,6 +1,6 @@
 #!/bin/bash
 # Installs the Debian packages a make target needs, once, idempotently.
-# Usage: lab/deps.sh GROUP...   groups: netns ipvs k8s bgp ui demo monitoring package race all
+# Usage: lab/deps.sh GROUP...   groups: netns ipvs k8s bgp ui demo system monitoring package race all
 set -euo pipefail
 pkgs=()
 for g in "$@"; do
@@ -12,10 +12,11 @@ for g in "$@"; do
     failover)   pkgs+=(iproute2 iputils-arping tshark conntrack conntrackd) ;;
     ui)         pkgs+=(chromium fonts-liberation) ;;
     systemd)    pkgs+=(systemd) ;;
+    system)     pkgs+=(systemd-container debootstrap iproute2 util-linux) ;;
     monitoring) pkgs+=(prometheus) ;;
     package)    pkgs+=(dpkg-dev fakeroot lintian debootstrap systemd) ;;
     race)       pkgs+=(gcc libc6-dev) ;;
-    all)        exec "$0" netns ipvs k8s bgp failover ui systemd monitoring package ;;
+    all)        exec "$0" netns ipvs k8s bgp failover ui systemd system monitoring package ;;
     *) echo "deps.sh: unknown group $g" >&2; exit 2 ;;
   esac
 done

@@ -42,17 +42,22 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 // code: 0, 1 for a failure, 2 for a usage error, or the command's own.
 func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cmd, err := execute(ctx, args, stdin, stdout, stderr)
+	// Under systemd the error is filed at err priority (journal.go).
+	prio := ""
+	if toJournal(stderr) {
+		prio = "<3>"
+	}
 	var ee *exitError
 	switch {
 	case err == nil:
 		return 0
 	case errors.As(err, &ee):
 		if ee.err != nil && ee.err.Error() != "" {
-			fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), ee.err)
+			fmt.Fprintf(stderr, "%s%s: %v\n", prio, cmd.CommandPath(), ee.err)
 		}
 		return ee.code
 	default:
-		fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), err)
+		fmt.Fprintf(stderr, "%s%s: %v\n", prio, cmd.CommandPath(), err)
 		return 1
 	}
 }

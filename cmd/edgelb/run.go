@@ -12,6 +12,7 @@ import (
 
 	"github.com/edgelb/edgelb/cmd/edgelb/internal/daemon"
 	"github.com/edgelb/edgelb/cmd/edgelb/internal/version"
+	"github.com/edgelb/edgelb/lb/config"
 	"github.com/edgelb/edgelb/lb/store"
 )
 
@@ -38,14 +39,40 @@ func runDaemon(ctx context.Context, path, format, level string, stderr io.Writer
 			return &exitError{exitUsage, fmt.Errorf("--log-level %q: %w", level, err)}
 		}
 	}
-	opts := &slog.HandlerOptions{Level: lvl}
-	var h slog.Handler = slog.NewTextHandler(stderr, opts)
-	if format == "json" {
-		h = slog.NewJSONHandler(stderr, opts)
+	var lvlFlag *slog.Level
+	if level != "" {
+		lvlFlag = &lvl
 	}
-	log := slog.New(h)
+	newLog := daemonLogger(stderr, format, lvlFlag)
+	log := newLog(config.Log{Format: "text"})
 	log.Info("starting", "version", version.String(), "config", path, "pid", os.Getpid())
-	return runExit(daemon.Run(ctx, daemon.Options{ConfigPath: path, Logger: log}))
+	return runExit(daemon.Run(ctx, daemon.Options{ConfigPath: path, Logger: log, NewLogger: newLog}))
+}
+
+// daemonLogger makes the daemon's logger from the config's log section
+// once it is read; the flags (format "" and level nil: not given) win. The
+// unit passes no flags, so under systemd the config is the only way to set
+// them (issue 38: log.format json was parsed and then ignored).
+func daemonLogger(w io.Writer, format string, level *slog.Level) func(config.Log) *slog.Logger {
+	return func(l config.Log) *slog.Logger {
+		if format != "" {
+			l.Format = format
+		}
+		if level != nil {
+			l.Level = *level
+		}
+		opts := &slog.HandlerOptions{Level: l.Level}
+		mk := func(w io.Writer) slog.Handler {
+			if l.Format == "json" {
+				return slog.NewJSONHandler(w, opts)
+			}
+			return slog.NewTextHandler(w, opts)
+		}
+		if toJournal(w) {
+			return slog.New(withPriority(w, mk))
+		}
+		return slog.New(mk(w))
+	}
 }
 
 // Exit codes of `edgelb run` beyond 0, 1 (any other failure) and 2 (usage):

@@ -6,9 +6,12 @@ set -euo pipefail
 bin=${1:?usage: build-deb.sh BINARY}
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
-# Debian versions must start with a digit: 0~git<describe> sorts below any 1.0.
+# Debian versions must start with a digit: 0~git<commit time>.<describe> sorts
+# below any 1.0, and by commit time among builds (a hash alone sorts at random,
+# and dpkg would take an upgrade for a downgrade).
 ver=$(git -C "$top" describe --always --dirty 2>/dev/null || echo dev)
-ver=0~git$(echo "$ver" | tr -c 'A-Za-z0-9.+~\n' '+')
+when=$(TZ=UTC git -C "$top" log -1 --format=%cd --date=format-local:%Y%m%d%H%M%S 2>/dev/null || echo 0)
+ver=0~git$when.$(echo "$ver" | tr -c 'A-Za-z0-9.+~\n' '+')
 arch=$(dpkg --print-architecture)
 out=$top/bin/edgelb_${ver}_${arch}.deb
 stage=$(mktemp -d)

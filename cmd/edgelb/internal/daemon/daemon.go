@@ -32,6 +32,9 @@ import (
 type Options struct {
 	ConfigPath string
 	Logger     *slog.Logger
+	// NewLogger, when set, replaces Logger once the config is read, with
+	// the config's log section (format and level).
+	NewLogger func(config.Log) *slog.Logger
 	// Dataplane and Announcers, when set, are used instead of the kernel's
 	// ones the config names (its dataplane and announce sections are then
 	// ignored): a root-free test runs config → engine → effects → proxy/fake
@@ -50,6 +53,9 @@ func Run(ctx context.Context, o Options) error {
 	cfg, err := config.Load(o.ConfigPath)
 	if err != nil {
 		return err
+	}
+	if o.NewLogger != nil {
+		log = o.NewLogger(cfg.Log)
 	}
 	up.mark("config")
 	findings, err := preflight.HostFindings(cfg, hostcheck.System())
