@@ -99,7 +99,9 @@ func TestK8sOwnAddresses(t *testing.T) {
 	})
 	took := time.Since(t0)
 	d := latest()
-	if got := svcsOf(d, "b"); !slices.EqualFunc(got, bBefore, func(x, y proxy.Service) bool { return x.Name == y.Name && x.VIP == y.VIP && slices.Equal(x.Backends, y.Backends) }) || !announced(d, vipB) {
+	if got := svcsOf(d, "b"); !slices.EqualFunc(got, bBefore, func(x, y proxy.Service) bool {
+		return x.Name == y.Name && x.VIP == y.VIP && slices.Equal(x.Backends, y.Backends)
+	}) || !announced(d, vipB) {
 		t.Errorf("b changed: %+v, was %+v", got, bBefore)
 	}
 	evA := e.waitEvent(t, ns, "a", corev1.EventTypeWarning, ReasonRefused, "VIP "+vipA+" is this gateway's own address (interface gw0)", wait)
