@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 
@@ -62,59 +63,76 @@ func (f *OwnFilter) Apply(d lb.Desired) (lb.Desired, map[string]string) {
 	if own.Len() == 0 {
 		return d, nil
 	}
-	type addrs struct{ vips, backends []netip.Addr }
-	bySvc := map[string]*addrs{}
-	for i := range d.Dataplane.Services {
-		s := &d.Dataplane.Services[i]
-		k := serviceKey(s.Name)
-		a := bySvc[k]
-		if a == nil {
-			a = &addrs{}
-			bySvc[k] = a
-		}
+	// A VIP that is an own address leaves the whole Service out. A backend
+	// that is one (this gateway is itself a Node in node-port mode, or runs
+	// a hostNetwork endpoint) leaves only that backend out here: the DNAT
+	// to the gateway itself never reaches it, and the Service's other
+	// backends are as good as on any other gateway.
+	vips := map[string][]netip.Addr{}
+	for _, s := range d.Dataplane.Services {
 		if s.VIP.IsValid() {
-			a.vips = append(a.vips, s.VIP)
-		}
-		for _, b := range s.Backends {
-			a.backends = append(a.backends, b.Addr.Addr())
+			k := serviceKey(s.Name)
+			vips[k] = append(vips[k], s.VIP)
 		}
 	}
-	var hit map[string]string
-	for k, a := range bySvc {
-		if why := own.Conflict(a.vips, a.backends); why != "" {
-			if hit == nil {
-				hit = map[string]string{}
-			}
+	hit := map[string]string{}
+	for k, v := range vips {
+		if why := own.Conflict(v, nil); why != "" {
 			hit[k] = why
 		}
 	}
-	if len(hit) == 0 {
-		return d, nil
-	}
+	dropped := map[string][]netip.Addr{}
 	kept := make([]proxy.Service, 0, len(d.Dataplane.Services))
 	served := map[netip.Addr]bool{}
 	for _, s := range d.Dataplane.Services {
-		if _, out := hit[serviceKey(s.Name)]; out {
+		k := serviceKey(s.Name)
+		if _, out := hit[k]; out {
 			continue
+		}
+		var bes []proxy.Backend
+		for _, b := range s.Backends {
+			if own.Check(b.Addr.Addr(), lb.UseBackend) != nil {
+				if !slices.Contains(dropped[k], b.Addr.Addr()) {
+					dropped[k] = append(dropped[k], b.Addr.Addr())
+				}
+				continue
+			}
+			bes = append(bes, b)
+		}
+		if len(bes) != len(s.Backends) {
+			s.Backends = bes // s is a copy; its Backends slice is new
 		}
 		kept = append(kept, s)
 		if s.VIP.IsValid() {
 			served[s.VIP] = true
 		}
 	}
+	for k, addrs := range dropped {
+		var why []string
+		for _, a := range addrs {
+			r, _ := own.Why(a)
+			why = append(why, a.String()+" ("+r+")")
+		}
+		hit[k] = "programmed without backend(s) that are this gateway's own address: " + strings.Join(why, ", ")
+	}
+	if len(hit) == 0 {
+		return d, nil
+	}
 	d.Dataplane.Services = kept
-	vips := make([]announce.VIP, 0, len(d.VIPs))
+	kvips := make([]announce.VIP, 0, len(d.VIPs))
 	for _, v := range d.VIPs {
 		if served[v.Addr] {
-			vips = append(vips, v)
+			kvips = append(kvips, v)
 		}
 	}
-	d.VIPs = vips
+	d.VIPs = kvips
 	var health []lb.HealthTarget
 	for _, h := range d.Health {
-		if _, out := hit[serviceKey(h.Service)]; !out {
-			health = append(health, h)
+		k := serviceKey(h.Service)
+		if _, out := hit[k]; out && dropped[k] == nil || slices.Contains(dropped[k], h.Backend.Addr()) {
+			continue
 		}
+		health = append(health, h)
 	}
 	d.Health = health
 	return d, hit

@@ -38,9 +38,9 @@ func names(d lb.Desired) (svcs, vips []string) {
 
 // TestOwnFilterApply (issue 36): a Service whose VIP is an own address is
 // left out whole (every port, its node port too) and its VIP not
-// announced; one whose backend is, too, but the VIP it shares with a
-// Service that stays is still announced; the others are untouched and the
-// input is not modified.
+// announced; one whose backend is (this gateway is a Node, or runs a
+// hostNetwork endpoint) is programmed without that backend and reported;
+// the others are untouched and the input is not modified.
 func TestOwnFilterApply(t *testing.T) {
 	ap := netip.MustParseAddrPort
 	a := netip.MustParseAddr
@@ -61,7 +61,7 @@ func TestOwnFilterApply(t *testing.T) {
 	f := NewOwnFilter(ownSet("192.0.2.1", "198.51.100.1"), nil)
 	got, hit := f.Apply(d)
 	svcs, vips := names(got)
-	if want := []string{"default/b/http", "other/d/http"}; !slices.Equal(svcs, want) {
+	if want := []string{"default/b/http", "default/c/http", "other/d/http"}; !slices.Equal(svcs, want) {
 		t.Errorf("services %v, want %v", svcs, want)
 	}
 	if want := []string{"192.0.2.2", "192.0.2.4"}; !slices.Equal(vips, want) {
@@ -71,8 +71,16 @@ func TestOwnFilterApply(t *testing.T) {
 		t.Errorf("health targets %+v", got.Health)
 	}
 	if len(hit) != 2 || !strings.HasPrefix(hit["default/a"], "not programmed: VIP 192.0.2.1 is this gateway's own address (interface gw0)") ||
-		!strings.HasPrefix(hit["default/c"], "not programmed: backend 198.51.100.1 is this gateway's own address") {
+		hit["default/c"] != "programmed without backend(s) that are this gateway's own address: 198.51.100.1 (interface gw0)" {
 		t.Errorf("hit %v", hit)
+	}
+	for _, s := range got.Dataplane.Services {
+		if s.Name == "default/c/http" && len(s.Backends) != 0 {
+			t.Errorf("default/c/http kept backends %v", s.Backends)
+		}
+	}
+	if len(d.Dataplane.Services[4].Backends) != 1 {
+		t.Errorf("the input's backends changed: %v", d.Dataplane.Services[4].Backends)
 	}
 	if after, _ := names(d); !slices.Equal(after, before) {
 		t.Errorf("the input changed: %v", after)
@@ -148,7 +156,7 @@ func TestControllerOwnAddresses(t *testing.T) {
 		return !programmed(d, "s0", vip0) && programmed(d, "s1", vip1)
 	})
 	waitFor(t, 30*time.Second, "the Warning on s0", func() bool { return len(warnings()) == 1 })
-	if w := warnings()[0]; !strings.HasPrefix(w, "s0: this gateway leaves it out (other Services are served): not programmed: VIP "+vip0+" is this gateway's own address") {
+	if w := warnings()[0]; !strings.HasPrefix(w, "s0: on this gateway (other Services are served): not programmed: VIP "+vip0+" is this gateway's own address") {
 		t.Errorf("warning %q", w)
 	}
 	if ingress("s0") != vip0 || ingress("s1") != vip1 {

@@ -42,7 +42,7 @@ func (c *Controller) SetOwnRefused(_ context.Context, hit map[string]string) err
 
 var refusalPrefix = [refusalSources]string{
 	fromDataplane: "this gateway's dataplane refused it (other Services are served): ",
-	fromOwn:       "this gateway leaves it out (other Services are served): ",
+	fromOwn:       "on this gateway (other Services are served): ",
 }
 
 func (c *Controller) setRefusals(src int, refused map[string]string) {
