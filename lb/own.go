@@ -132,6 +132,39 @@ func (o *OwnAddrs) Check(a netip.Addr, use AddrUse) error {
 	return fmt.Errorf("%s is this gateway's own address (%s), never usable as %s: %w", a.Unmap(), why, use, ErrOwnAddress)
 }
 
+// Conflict is the one rule both writers leave a service out by (the
+// standalone engine for a ServiceSpec, the Kubernetes per-gateway stage
+// for a Service): why a service with these VIPs and backends may not be
+// programmed on this gateway, naming every VIP and backend that is an own
+// address; "" when none. An address listed twice is named once.
+func (o *OwnAddrs) Conflict(vips, backends []netip.Addr) string {
+	if o.Len() == 0 {
+		return ""
+	}
+	var why []string
+	seen := map[netip.Addr]bool{}
+	for _, a := range vips {
+		if !seen[a] {
+			seen[a] = true
+			if err := o.Check(a, UseVIP); err != nil {
+				why = append(why, "VIP "+err.Error())
+			}
+		}
+	}
+	for _, a := range backends {
+		if !seen[a] {
+			seen[a] = true
+			if err := o.Check(a, UseBackend); err != nil {
+				why = append(why, "backend "+err.Error())
+			}
+		}
+	}
+	if len(why) == 0 {
+		return ""
+	}
+	return "not programmed: " + strings.Join(why, "; ")
+}
+
 // CheckRange refuses a pool range holding an own address, naming the
 // lowest one (the set is small: tens of addresses, not a pool's size).
 func (o *OwnAddrs) CheckRange(r Range) error {

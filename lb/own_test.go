@@ -61,6 +61,27 @@ func TestOwnAddrs(t *testing.T) {
 	}
 }
 
+// Conflict is the one rule both writers leave a service out by: every own
+// VIP and backend named once, nothing for a set without them.
+func TestOwnConflict(t *testing.T) {
+	o := NewOwnAddrs()
+	o.AddPrefix(netip.MustParsePrefix("203.0.113.1/24"), "interface veth0")
+	a := netip.MustParseAddr
+	got := o.Conflict([]netip.Addr{a("192.0.2.1"), a("203.0.113.1"), a("203.0.113.1")}, []netip.Addr{a("203.0.113.255"), a("198.51.100.2")})
+	want := "not programmed: VIP 203.0.113.1 is this gateway's own address (interface veth0), never usable as a VIP: " + ErrOwnAddress.Error() +
+		"; backend 203.0.113.255 is this gateway's own address (broadcast address of 203.0.113.0/24 on interface veth0), never usable as a backend: " + ErrOwnAddress.Error()
+	if got != want {
+		t.Errorf("Conflict:\n got %q\nwant %q", got, want)
+	}
+	if got := o.Conflict([]netip.Addr{a("192.0.2.1")}, []netip.Addr{a("198.51.100.2")}); got != "" {
+		t.Errorf("no own address: %q", got)
+	}
+	var none *OwnAddrs
+	if got := none.Conflict([]netip.Addr{a("203.0.113.1")}, nil); got != "" {
+		t.Errorf("nil set: %q", got)
+	}
+}
+
 // The one validator refuses own addresses as VIP, backend and pool range,
 // naming the field and quoting the value.
 func TestValidateOwnAddrs(t *testing.T) {

@@ -2,10 +2,8 @@ package engine
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"net/netip"
-	"strings"
 
 	"github.com/edgelb/edgelb/lb"
 )
@@ -33,34 +31,18 @@ func (e *Engine) SetOwnAddrs(ctx context.Context, own *lb.OwnAddrs) error {
 	})
 }
 
-// ownConflict says why service s (holding ips) may not be programmed: a
-// VIP or backend that is one of the gateway's own addresses; "" when none.
+// ownConflict says why service s (holding ips) may not be programmed
+// (lb.OwnAddrs.Conflict, the rule the Kubernetes stage uses too); "" when
+// none.
 func (e *Engine) ownConflict(s *lb.ServiceSpec, ips []netip.Addr) string {
 	if e.own.Len() == 0 {
 		return ""
 	}
-	var why []string
-	seen := map[netip.Addr]bool{}
-	for _, a := range append(append([]netip.Addr(nil), ips...), s.VIPs...) {
-		if !seen[a] {
-			seen[a] = true
-			if err := e.own.Check(a, lb.UseVIP); err != nil {
-				why = append(why, "VIP "+err.Error())
-			}
-		}
+	backends := make([]netip.Addr, len(s.Backends))
+	for i, b := range s.Backends {
+		backends[i] = b.Addr
 	}
-	for _, b := range s.Backends {
-		if !seen[b.Addr] {
-			seen[b.Addr] = true
-			if err := e.own.Check(b.Addr, lb.UseBackend); err != nil {
-				why = append(why, "backend "+err.Error())
-			}
-		}
-	}
-	if len(why) == 0 {
-		return ""
-	}
-	return fmt.Sprintf("not programmed: %s", strings.Join(why, "; "))
+	return e.own.Conflict(append(append([]netip.Addr(nil), ips...), s.VIPs...), backends)
 }
 
 // setOwnHit replaces the services left out for an own address (rebuilt,

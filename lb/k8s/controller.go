@@ -64,6 +64,9 @@ type Controller struct {
 	synced   chan struct{}
 	memo     map[string]memoEntry // desired worker only
 	memoFP   string
+	// announceWarned: pool → the announce finding last reported (desired
+	// worker only; poolannounce.go).
+	announceWarned map[string]string
 
 	// The keeper goroutine owns the mutable state (keeper.go): inbox takes
 	// its operations, snap is what readers see, kstop/kdone end it.
@@ -72,6 +75,12 @@ type Controller struct {
 	kstop     chan struct{}
 	kstopOnce sync.Once
 	kdone     chan struct{}
+
+	// own: the gateway's own addresses (own.go); ownPassed: the pools
+	// (name → UID and ranges) that passed the own-address check.
+	own       atomic.Pointer[lb.OwnAddrs]
+	ownMu     sync.Mutex
+	ownPassed map[string]string
 
 	// version moves after every change the Manager's lists can show
 	// (Services, IPPools, pending reasons, leadership), so the web UI polls
@@ -131,13 +140,14 @@ func New(cs kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Control
 			a.SetOrder(opts.AllocationOrder)
 			return a
 		},
-		synced: make(chan struct{}),
+		synced: make(chan struct{}), ownPassed: map[string]string{},
 		desiredQ: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "edgelb-desired"}),
 	}
 	if opts.NewAllocator != nil {
 		c.newAlloc = opts.NewAllocator
 	}
+	c.own.Store(opts.OwnAddrs)
 	c.startKeeper()
 	// Resync 0: no periodic relists; everything is driven by watch events.
 	c.factory = informers.NewSharedInformerFactory(cs, 0)
@@ -395,6 +405,7 @@ func (c *Controller) desiredWorker() {
 		t0 := time.Now()
 		d := c.buildDesired()
 		c.publish(d)
+		c.checkPoolAnnounce(c.currentPools().Served())
 		c.m.syncSeconds.WithLabelValues("desired").Observe(time.Since(t0).Seconds())
 		c.desiredQ.Forget(key)
 		c.desiredQ.Done(key)

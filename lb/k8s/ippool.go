@@ -170,6 +170,12 @@ const FinalizerInUse = "edgelb.io/addresses-in-use"
 // changes what existing Services hold. A pool holding one of own (the
 // gateway's addresses) is rejected.
 func computePools(objs []*unstructured.Unstructured, own *lb.OwnAddrs) poolSet {
+	return computePoolsWith(objs, func(u *unstructured.Unstructured) (lb.Pool, error) { return poolFromObject(u, own) })
+}
+
+// computePoolsWith is computePools with the controller's parser
+// (Controller.parsePool: the own-address check at first sight).
+func computePoolsWith(objs []*unstructured.Unstructured, parse func(*unstructured.Unstructured) (lb.Pool, error)) poolSet {
 	sorted := append([]*unstructured.Unstructured(nil), objs...)
 	sort.Slice(sorted, func(i, j int) bool {
 		ti, tj := sorted[i].GetCreationTimestamp(), sorted[j].GetCreationTimestamp()
@@ -180,7 +186,7 @@ func computePools(objs []*unstructured.Unstructured, own *lb.OwnAddrs) poolSet {
 	})
 	ps := poolSet{Rejected: map[string]error{}, Deleting: map[string]lb.Pool{}}
 	for _, u := range sorted {
-		p, err := poolFromObject(u, own)
+		p, err := parse(u)
 		if u.GetDeletionTimestamp() != nil {
 			if err == nil {
 				ps.Deleting[u.GetName()] = p

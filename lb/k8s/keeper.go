@@ -30,8 +30,10 @@ type keeper struct {
 	last      lb.Desired
 	built     bool // last was computed from synced caches
 	subs      []chan lb.Desired
-	// refused: Service key → last refusal Warning (refused.go).
-	refused map[string]string
+	// refused: Service key → last refusal Warning; refusals: what each
+	// source reported last (refused.go).
+	refused  map[string]string
+	refusals [refusalSources]map[string]string
 	// termDone closes when the latest leadership term has ended: the next
 	// term starts after it (one term at a time), Run stops after it.
 	termDone chan struct{}

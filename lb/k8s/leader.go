@@ -165,7 +165,7 @@ func (c *Controller) adopt(ctx context.Context, t *term) (int, error) {
 			continue
 		}
 		key := svc.Namespace + "/" + svc.Name
-		in, _ := parseIntent(svc, c.opts.OwnAddrs) // a bad annotation must not free an address in use
+		in, _ := parseIntent(svc, c.ownAddrs()) // a bad annotation must not free an address in use
 		if c.noAdopt {
 			continue
 		}
@@ -194,7 +194,7 @@ func (c *Controller) currentPools() poolSet {
 			objs = append(objs, u)
 		}
 	}
-	return computePools(objs, c.opts.OwnAddrs)
+	return computePoolsWith(objs, c.parsePool)
 }
 
 func (c *Controller) serviceWorker(t *term) {
@@ -260,7 +260,7 @@ func (c *Controller) startOrder() []string {
 		o, ok, _ := c.svcInf.GetStore().GetByKey(k)
 		svc, isSvc := o.(*corev1.Service)
 		if ok && isSvc {
-			if in, err := parseIntent(svc, c.opts.OwnAddrs); err == nil && len(in.Requested) > 0 {
+			if in, err := parseIntent(svc, c.ownAddrs()); err == nil && len(in.Requested) > 0 {
 				req = append(req, k)
 				continue
 			}

@@ -76,7 +76,7 @@ func (m manager) status(p lb.Pool, used map[string]int) lb.PoolStatus {
 }
 
 func (m manager) Pools(ctx context.Context) ([]lb.PoolStatus, error) {
-	ps := computePools(m.poolObjects(), m.c.opts.OwnAddrs)
+	ps := computePoolsWith(m.poolObjects(), m.c.parsePool)
 	used := m.used(ps.Valid)
 	out := make([]lb.PoolStatus, 0, len(ps.Valid))
 	for _, p := range ps.Valid {
@@ -87,7 +87,7 @@ func (m manager) Pools(ctx context.Context) ([]lb.PoolStatus, error) {
 }
 
 func (m manager) Pool(ctx context.Context, name string) (lb.PoolStatus, error) {
-	ps := computePools(m.poolObjects(), m.c.opts.OwnAddrs)
+	ps := computePoolsWith(m.poolObjects(), m.c.parsePool)
 	for _, p := range ps.Valid {
 		if p.Name == name {
 			return m.status(p, m.used(ps.Valid)), nil
@@ -101,10 +101,10 @@ func (m manager) Pool(ctx context.Context, name string) (lb.PoolStatus, error) {
 
 // check validates p against the other pools as the controller will.
 func (m manager) check(p *lb.Pool) error {
-	if err := lb.ValidatePool(p, m.c.opts.OwnAddrs); err != nil {
+	if err := lb.ValidatePool(p, m.c.ownAddrs()); err != nil {
 		return err
 	}
-	return lb.CheckOverlap(p, computePools(m.poolObjects(), m.c.opts.OwnAddrs).Valid)
+	return lb.CheckOverlap(p, computePoolsWith(m.poolObjects(), m.c.parsePool).Valid)
 }
 
 func (m manager) CreatePool(ctx context.Context, p lb.Pool) (lb.PoolStatus, error) {
@@ -132,7 +132,7 @@ func (m manager) UpdatePool(ctx context.Context, p lb.Pool) (lb.PoolStatus, erro
 	if err != nil {
 		return lb.PoolStatus{}, apiError("get IPPool", p.Name, err)
 	}
-	if old, err := poolFromObject(cur, m.c.opts.OwnAddrs); err == nil {
+	if old, err := poolFromObject(cur, nil); err == nil {
 		for ip := range m.assigned() {
 			if old.Contains(ip) && !p.Contains(ip) {
 				return lb.PoolStatus{}, &lb.ConflictError{Field: "addresses", Value: ip.String(),
@@ -158,7 +158,7 @@ func (m manager) DeletePool(ctx context.Context, name string) error {
 	if err != nil {
 		return apiError("get IPPool", name, err)
 	}
-	if old, err := poolFromObject(cur, m.c.opts.OwnAddrs); err == nil {
+	if old, err := poolFromObject(cur, nil); err == nil {
 		for ip, svc := range m.assigned() {
 			if old.Contains(ip) {
 				return &lb.ConflictError{Field: "name", Value: name,
@@ -222,7 +222,7 @@ func (m manager) Service(ctx context.Context, name string) (lb.ServiceStatus, er
 func (m manager) serviceStatus(s *corev1.Service) lb.ServiceStatus {
 	st := lb.ServiceStatus{Spec: lb.ServiceSpec{Name: s.Namespace + "/" + s.Name,
 		Scheduler: m.c.opts.Scheduler, Method: m.c.opts.methodFor(s)}, Origin: lb.OriginKubernetes}
-	in, err := parseIntent(s, m.c.opts.OwnAddrs)
+	in, err := parseIntent(s, m.c.ownAddrs())
 	if err == nil {
 		st.Spec.Pool, st.Spec.SharingKey, st.Spec.Families = in.Req.Pool, in.Req.SharingKey, in.Families
 		for _, f := range []lb.Family{lb.IPv4, lb.IPv6} {

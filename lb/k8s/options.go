@@ -40,10 +40,16 @@ type Options struct {
 	// NodeAddrs are the gateway's own addresses node ports listen on; empty:
 	// the InternalIP/ExternalIP addresses of Node NodeName.
 	NodeAddrs []netip.Addr
-	// OwnAddrs are the gateway's own addresses (its interfaces' and what
-	// its config binds to): an IPPool holding one is rejected and a
-	// Service requesting one refused (issue 36). nil: none known.
+	// OwnAddrs are the gateway's own addresses at start (its interfaces'
+	// and what its config binds to; SetOwnAddrs replaces them): an IPPool
+	// holding one is rejected and a Service requesting one refused (issue
+	// 36). nil: none known.
 	OwnAddrs *lb.OwnAddrs
+	// Announcers is what this gateway announces with (its config's
+	// announce section): an IPPool whose announce selection names an
+	// announcer, BGP peer or L2 interfaces it cannot serve is reported on
+	// this gateway (poolannounce.go). nil: not checked.
+	Announcers *lb.Announcers
 	// BackendMode: endpoints (pod IPs) or nodeport (node addresses + nodePort).
 	BackendMode BackendMode
 	// NodePortsOnLoadBalancers also exposes a LoadBalancer Service's node

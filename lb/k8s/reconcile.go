@@ -109,7 +109,7 @@ func (c *Controller) reconcileService(t *term, key string) error {
 	if !c.opts.ours(svc) {
 		return c.dropService(t, svc, key)
 	}
-	in, perr := parseIntent(svc, c.opts.OwnAddrs)
+	in, perr := parseIntent(svc, c.ownAddrs())
 	in.Req.NamespaceLabels = c.namespaceLabels(ns)
 	if perr != nil {
 		// Keep whatever it holds: a typo must not cost a working address.
@@ -478,7 +478,7 @@ func (c *Controller) writePoolStatus(t *term) error {
 			c.warn(t, u, "ippool/"+name, ReasonDeleting, "IPPool deleted while Services hold its addresses: they stay reserved "+
 				"until each Service has moved to another address or is deleted; the IPPool goes when the last has (its status lists them); "+recreateHint)
 		}
-		if p, err := poolFromObject(u, c.opts.OwnAddrs); err == nil {
+		if p, err := poolFromObject(u, nil); err == nil {
 			size = poolSize(&p)
 		}
 		c.m.setPool(name, size, used[name])

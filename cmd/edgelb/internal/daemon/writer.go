@@ -35,7 +35,7 @@ type writer struct {
 	// their status (nil: the mode has no place for it yet).
 	setRefused func(ctx context.Context, refused map[string]string) error
 	// setOwn hands over the gateway's own addresses when its interfaces'
-	// change (nil: the mode takes them at start only).
+	// change (both modes: the engine, or the controller and its OwnFilter).
 	setOwn func(ctx context.Context, own *lb.OwnAddrs) error
 	close  func()
 	// storeHealth and storeRevision: a fleet's shared store (nil otherwise).
@@ -135,6 +135,7 @@ func kubernetesWriter(cfg *config.Config, nodeAddrs []netip.Addr, own *lb.OwnAdd
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client config: %w", err)
 	}
+	an := cfg.Announcers()
 	c, err := k8s.NewForConfig(rc, k8s.Options{
 		Class:           cfg.Kubernetes.LoadBalancerClass,
 		AllocationOrder: cfg.AllocationOrder,
@@ -142,6 +143,7 @@ func kubernetesWriter(cfg *config.Config, nodeAddrs []netip.Addr, own *lb.OwnAdd
 		NodeName:        cfg.Kubernetes.NodeName,
 		NodeAddrs:       nodeAddrs,
 		OwnAddrs:        own,
+		Announcers:      &an,
 		BackendMode:     k8s.BackendMode(cfg.Kubernetes.BackendMode),
 		Scheduler:       cfg.Kubernetes.Scheduler,
 		Method:          cfg.Kubernetes.Method,
@@ -157,17 +159,30 @@ func kubernetesWriter(cfg *config.Config, nodeAddrs []netip.Addr, own *lb.OwnAdd
 		return nil, err
 	}
 	// The controller publishes lb.Desired, the engine's type: the effects
-	// loop reads its stream directly (no conversion hand-off).
+	// loop reads the stream directly (no conversion hand-off), through the
+	// per-gateway stages: this gateway's own addresses (every Service whose
+	// VIP or backend is one is left out and reported on it), then, with
+	// node ports, the node checks.
+	of := k8s.NewOwnFilter(own, c.SetOwnRefused)
+	fromController := c.Subscribe()
+	ownOut := make(chan lb.Desired, 1)
 	w := &writer{
 		manager: c.Manager(),
-		desired: c.Subscribe(),
+		desired: ownOut,
 		run: func(ctx context.Context) {
+			go of.Run(ctx, fromController, ownOut)
 			if err := c.Run(ctx); err != nil && ctx.Err() == nil {
 				log.Error("kubernetes controller stopped", "err", err)
 			}
 		},
 		start:      c.WaitSynced,
 		setRefused: c.SetRefused,
+		setOwn: func(ctx context.Context, own *lb.OwnAddrs) error {
+			if err := c.SetOwnAddrs(ctx, own); err != nil {
+				return err
+			}
+			return of.SetOwnAddrs(ctx, own)
+		},
 		setHealth: func(context.Context, string, netip.AddrPort, bool) error {
 			return nil // endpoints mode: Kubernetes readiness decides which pods get traffic
 		},
@@ -175,13 +190,14 @@ func kubernetesWriter(cfg *config.Config, nodeAddrs []netip.Addr, own *lb.OwnAdd
 	}
 	if hc := cfg.Kubernetes.NodeHealthCheck; hc != nil && cfg.Kubernetes.BackendMode == config.BackendNodePort {
 		// Node ports: the gateway checks the nodes itself, between the
-		// controller and the effects loop.
+		// own-address stage and the effects loop.
 		nh := node.NewFilter(node.Options{Check: *hc, Withdraw: cfg.Health.AllDown == config.AllDownWithdraw})
 		w.setHealth = nh.SetHealth
 		out := make(chan lb.Desired, 1)
 		w.desired = out
 		w.run = func(ctx context.Context) {
-			go nh.Run(ctx, c.Subscribe(), out)
+			go of.Run(ctx, fromController, ownOut)
+			go nh.Run(ctx, ownOut, out)
 			if err := c.Run(ctx); err != nil && ctx.Err() == nil {
 				log.Error("kubernetes controller stopped", "err", err)
 			}
