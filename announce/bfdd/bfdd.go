@@ -1,36 +1,31 @@
 package bfdd
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/edgelb/edgelb/proxy/child"
 )
 
 // DefaultBinary is where Debian's frr package puts bfdd.
 const DefaultBinary = "/usr/lib/frr/bfdd"
 
-// Backoff between restarts of a bfdd that exited, as for conntrackd.
+// Timeouts of a vty command and of bfdd's start (its restarts: proxy/child).
 const (
-	restartMin   = 200 * time.Millisecond
-	restartMax   = 10 * time.Second
-	restartReset = 30 * time.Second
 	cmdTimeout   = 5 * time.Second
 	readyTimeout = 10 * time.Second
 )
@@ -169,38 +164,36 @@ func (d *Daemon) args() []string {
 	return a
 }
 
-// supervise runs bfdd until Close, restarting it with backoff. It keeps its
-// OS thread: the child's parent-death signal is tied to the thread that
-// started it, so bfdd dies with edgelb (kill -9 included).
+// supervise runs bfdd until Close (proxy/child: restarted with backoff,
+// dies with edgelb).
 func (d *Daemon) supervise() {
-	runtime.LockOSThread()
 	defer close(d.done)
-	backoff := restartMin
-	for d.ctx.Err() == nil {
-		for _, f := range []string{"bfdd.vty", "bfdd.sock", "bfdd.pid"} {
-			os.Remove(filepath.Join(d.opts.Dir, f))
-		}
-		t0 := time.Now()
-		err := d.runOnce()
-		if d.ctx.Err() != nil {
-			return
-		}
-		if time.Since(t0) >= restartReset {
-			backoff = restartMin
-		}
-		d.log.Warn("bfdd exited; restarting", "err", err, "after", time.Since(t0).Round(time.Millisecond), "in", backoff)
-		select {
-		case <-d.ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, restartMax)
-	}
+	child.Run(d.ctx, d.log, child.Spec{
+		Name:    "bfdd",
+		Command: d.command,
+		Prepare: func() {
+			for _, f := range []string{"bfdd.vty", "bfdd.sock", "bfdd.pid"} {
+				os.Remove(filepath.Join(d.opts.Dir, f))
+			}
+		},
+		Started: func(_ int, exited <-chan struct{}) {
+			d.mu.Lock()
+			d.starts++
+			d.mu.Unlock()
+			go d.whenReady(exited)
+		},
+		Exited: func(error, time.Duration) {
+			d.vty.close()
+			d.mu.Lock()
+			d.ready = false
+			clear(d.applied)
+			d.mu.Unlock()
+		},
+	})
 }
 
-func (d *Daemon) runOnce() error {
+func (d *Daemon) command() *exec.Cmd {
 	cmd := exec.Command(d.opts.Binary, d.args()...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if d.uid >= 0 {
 		// Started as frr already, with the capabilities bfdd keeps
 		// (CAP_NET_BIND_SERVICE, CAP_NET_RAW, CAP_SYS_ADMIN), rather than
@@ -208,52 +201,16 @@ func (d *Daemon) runOnce() error {
 		// parent-death signal, and a bfdd that outlived a killed edgelb would
 		// keep telling the router the gateway is alive (and hold the BFD port
 		// against the next edgelb's bfdd). Go sets the signal after the switch.
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(d.uid), Gid: uint32(d.gid), Groups: d.groups}
-		cmd.SysProcAttr.AmbientCaps = []uintptr{unix.CAP_NET_BIND_SERVICE, unix.CAP_NET_RAW, unix.CAP_SYS_ADMIN}
-	}
-	cmd.Env = slices.DeleteFunc(os.Environ(), func(s string) bool {
-		return strings.HasPrefix(s, "NOTIFY_SOCKET=") || strings.HasPrefix(s, "LISTEN_")
-	})
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	d.mu.Lock()
-	d.starts++
-	d.mu.Unlock()
-	d.log.Info("bfdd started", "pid", cmd.Process.Pid, "dir", d.opts.Dir)
-	logged := make(chan struct{})
-	go func() { d.logLines(out); close(logged) }()
-	exited := make(chan error, 1)
-	go func() { <-logged; exited <- cmd.Wait() }()
-	go d.whenReady(exited)
-
-	var err2 error
-	select {
-	case err2 = <-exited:
-	case <-d.ctx.Done():
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err2 = <-exited:
-		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
-			err2 = <-exited
+		cmd.SysProcAttr = &syscall.SysProcAttr{
+			Credential:  &syscall.Credential{Uid: uint32(d.uid), Gid: uint32(d.gid), Groups: d.groups},
+			AmbientCaps: []uintptr{unix.CAP_NET_BIND_SERVICE, unix.CAP_NET_RAW, unix.CAP_SYS_ADMIN},
 		}
 	}
-	d.vty.close()
-	d.mu.Lock()
-	d.ready = false
-	clear(d.applied)
-	d.mu.Unlock()
-	return err2
+	return cmd
 }
 
 // whenReady waits for bfdd's vty to answer, then sets every wanted session.
-func (d *Daemon) whenReady(exited <-chan error) {
+func (d *Daemon) whenReady(exited <-chan struct{}) {
 	deadline := time.Now().Add(readyTimeout)
 	for {
 		ctx, cancel := context.WithTimeout(d.ctx, time.Second)
@@ -278,15 +235,6 @@ func (d *Daemon) whenReady(exited <-chan error) {
 	d.mu.Unlock()
 	if err := d.apply(d.ctx); err != nil {
 		d.log.Error("bfdd: set sessions", "err", err)
-	}
-}
-
-func (d *Daemon) logLines(r io.Reader) {
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		if line := strings.TrimSpace(sc.Text()); line != "" {
-			d.log.Info("bfdd: " + line)
-		}
 	}
 }
 

@@ -1,21 +1,18 @@
 package statesync
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
-	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/edgelb/edgelb/proxy/child"
 )
 
 // Conntrackd runs and supervises conntrackd and drives its failover steps.
@@ -52,13 +49,9 @@ type Conntrackd struct {
 
 var _ Syncer = (*Conntrackd)(nil)
 
-// Backoff between restarts of a conntrackd that exited: doubling from
-// restartMin to restartMax, back to restartMin once one ran restartReset.
+// cmdTimeout bounds one conntrackd client command.
 const (
-	restartMin   = 200 * time.Millisecond
-	restartMax   = 10 * time.Second
-	restartReset = 30 * time.Second
-	cmdTimeout   = 5 * time.Second
+	cmdTimeout = 5 * time.Second
 )
 
 // Start writes conntrackd.conf into opts.Dir and starts conntrackd under
@@ -98,85 +91,50 @@ func Start(opts Options, log *slog.Logger) (*Conntrackd, error) {
 	return c, nil
 }
 
-// supervise runs conntrackd until Close, restarting it with backoff. The
-// goroutine keeps its OS thread: the child's parent-death signal is tied to
-// the thread that started it, so conntrackd dies with edgelb (kill -9
-// included) and never outlives it as a stale sync source.
+// supervise runs conntrackd until Close (proxy/child: restarted with
+// backoff, dies with edgelb).
 func (c *Conntrackd) supervise() {
-	runtime.LockOSThread()
 	defer close(c.done)
-	backoff := restartMin
-	for c.ctx.Err() == nil {
+	var ready chan struct{}
+	child.Run(c.ctx, c.log, child.Spec{
+		Name:    "conntrackd",
+		Command: func() *exec.Cmd { return exec.Command(c.opts.Binary, "-C", ConfPath(c.opts.Dir)) },
 		// A conntrackd killed with edgelb leaves its lock file and socket:
 		// it refuses to start while the lock file exists.
-		os.Remove(LockPath(c.opts.Dir))
-		os.Remove(SocketPath(c.opts.Dir))
-		t0 := time.Now()
-		err := c.runOnce()
-		if c.ctx.Err() != nil {
-			return
-		}
-		c.fail(fmt.Errorf("conntrackd exited after %s: %v", time.Since(t0).Round(time.Millisecond), err))
-		if time.Since(t0) >= restartReset {
-			backoff = restartMin
-		}
-		c.log.Warn("conntrackd exited; restarting", "err", err, "in", backoff)
-		select {
-		case <-c.ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, restartMax)
-	}
-}
-
-func (c *Conntrackd) runOnce() error {
-	cmd := exec.Command(c.opts.Binary, "-C", ConfPath(c.opts.Dir))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	cmd.Env = childEnv()
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	c.pid, c.running = cmd.Process.Pid, true
-	c.starts++
-	starts := c.starts
-	ready := c.ready
-	c.mu.Unlock()
-	c.log.Info("conntrackd started", "pid", cmd.Process.Pid, "conf", ConfPath(c.opts.Dir), "start", starts)
-	logged := make(chan struct{})
-	go func() { c.logLines(out); close(logged) }()
-	exited := make(chan error, 1)
-	go func() { <-logged; exited <- cmd.Wait() }()
-	go c.whenReady(ready, exited)
-
-	var err2 error
-	select {
-	case err2 = <-exited:
-	case <-c.ctx.Done():
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err2 = <-exited:
-		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
-			err2 = <-exited
-		}
-	}
-	c.mu.Lock()
-	c.running, c.pid = false, 0
-	c.ready = make(chan struct{})
-	c.mu.Unlock()
-	return err2
+		Prepare: func() {
+			os.Remove(LockPath(c.opts.Dir))
+			os.Remove(SocketPath(c.opts.Dir))
+		},
+		// "[Mon Nov 23 11:30:15 2026] (pid=6749) [notice] text": the text.
+		Line: func(line string) string {
+			if i := strings.LastIndex(line, "] "); i >= 0 && strings.HasPrefix(line, "[") {
+				return line[i+2:]
+			}
+			return line
+		},
+		Started: func(pid int, exited <-chan struct{}) {
+			c.mu.Lock()
+			c.pid, c.running = pid, true
+			c.starts++
+			ready = c.ready
+			c.mu.Unlock()
+			go c.whenReady(ready, exited)
+		},
+		Exited: func(err error, ran time.Duration) {
+			c.mu.Lock()
+			c.running, c.pid = false, 0
+			c.ready = make(chan struct{})
+			c.mu.Unlock()
+			if c.ctx.Err() == nil {
+				c.fail(fmt.Errorf("conntrackd exited after %s: %v", ran.Round(time.Millisecond), err))
+			}
+		},
+	})
 }
 
 // whenReady waits for the new conntrackd to answer, then takes the steps of
 // the role this gateway has now.
-func (c *Conntrackd) whenReady(ready chan struct{}, exited <-chan error) {
+func (c *Conntrackd) whenReady(ready chan struct{}, exited <-chan struct{}) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if _, err := c.command(context.Background(), "-s"); err == nil {
@@ -209,34 +167,12 @@ func (c *Conntrackd) Ready() <-chan struct{} {
 	return c.ready
 }
 
-func (c *Conntrackd) logLines(r io.Reader) {
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		// "[Mon Nov 23 11:30:15 2026] (pid=6749) [notice] text": the text.
-		if i := strings.LastIndex(line, "] "); i >= 0 && strings.HasPrefix(line, "[") {
-			line = line[i+2:]
-		}
-		if line != "" {
-			c.log.Info("conntrackd: " + line)
-		}
-	}
-}
-
-// childEnv is edgelb's environment without systemd's notification socket:
-// conntrackd must not report readiness in edgelb's name.
-func childEnv() []string {
-	return slices.DeleteFunc(os.Environ(), func(s string) bool {
-		return strings.HasPrefix(s, "NOTIFY_SOCKET=") || strings.HasPrefix(s, "LISTEN_")
-	})
-}
-
 // command runs one conntrackd client command against the running daemon.
 func (c *Conntrackd) command(ctx context.Context, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, cmdTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, c.opts.Binary, append([]string{"-C", ConfPath(c.opts.Dir)}, args...)...)
-	cmd.Env = childEnv()
+	cmd.Env = child.Env()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("conntrackd %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
