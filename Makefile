@@ -96,11 +96,13 @@ test-package: deb
 # Debian 12 booted with systemd as PID 1 in systemd-nspawn containers inside
 # namespaces (lab/system): the .deb installed with dpkg and run by systemd;
 # an upgrade from UPGRADE_SYSTEM_FROM's package under traffic on an L2 pair
-# with state sync, reboots, bad days. The root is built once into $(EDGELB_CACHE).
+# with state sync, reboots, bad days, BGP to FRR, a fleet (etcd) rolled from the
+# old package to the new. The root is built once into $(EDGELB_CACHE).
 # UPGRADE_SYSTEM_FROM: the commit make soak-load last certified (docs/soak.md).
 UPGRADE_SYSTEM_FROM ?= 6995521
 test-system: deb $(TESTCHECK)
-	lab/deps.sh system package
+	lab/deps.sh system package bgp
+	lab/tools/build.sh etcd
 	set -o pipefail; EDGELB_ROOTFS="$$(lab/system/rootfs.sh)" EDGELB_DEB="$$(readlink -f bin/edgelb_*.deb)" EDGELB_OLD_DEB="$$(lab/system/olddeb.sh $(UPGRADE_SYSTEM_FROM))" $(GOTEST) -json -p 1 -tags system -run '^TestSystem' -timeout 15m ./lab/system 2>&1 | $(REPORT) -v
 
 # The OCI image without a container daemon (go-containerregistry, its own module

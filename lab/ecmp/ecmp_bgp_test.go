@@ -36,7 +36,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -46,6 +45,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgelb/edgelb/lab/frr"
 	"github.com/edgelb/edgelb/lab/logbuf"
 	"github.com/edgelb/edgelb/lab/netns"
 )
@@ -324,64 +324,9 @@ router bgp 64500
 `, routerG.Addr(), strings.Join(nb, "")), l.bfd)
 }
 
-// startFRR runs FRR's zebra, bgpd (with bgpdConf) and, with bfd, bfdd in
-// ns, as user frr, from a fresh directory (returned: vtysh's --vty_socket).
-// It skips the test when FRR is not installed (lab/deps.sh bgp).
+// startFRR runs FRR (lab/frr) in ns; it returns vtysh's --vty_socket.
 func startFRR(t *testing.T, ns *netns.NS, bgpdConf string, bfd bool) string {
-	for _, d := range []string{"zebra", "bgpd", "bfdd"} {
-		if _, err := os.Stat("/usr/lib/frr/" + d); err != nil {
-			t.Skipf("FRR %s not installed (lab/deps.sh bgp)", d)
-		}
-	}
-	u, err := user.Lookup("frr")
-	if err != nil {
-		t.Skipf("no frr user: %v", err)
-	}
-	dir, err := os.MkdirTemp("", "edgelb-ecmp-frr-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	os.Chmod(dir, 0o755)
-	if err := os.Chown(dir, uid, gid); err != nil {
-		t.Fatal(err)
-	}
-	confs := map[string]string{
-		"zebra.conf": "hostname r\n",
-		"bfdd.conf":  "hostname r\n",
-		"bgpd.conf":  bgpdConf,
-	}
-	for name, c := range confs {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		os.Chown(p, uid, gid)
-	}
-	zs := filepath.Join(dir, "zserv.api")
-	common := func(d string) []string {
-		return []string{"/usr/lib/frr/" + d, "-f", filepath.Join(dir, d+".conf"), "-i", filepath.Join(dir, d+".pid"),
-			"-z", zs, "--vty_socket", dir, "-A", "127.0.0.1", "-P", "0", "-u", "frr", "-g", "frr", "--log", "stdout"}
-	}
-	start(t, ns, "zebra", common("zebra")...)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := os.Stat(zs); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("zebra did not open its zserv socket in 10 s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if bfd {
-		// bgpd asks bfdd for sessions through zebra.
-		start(t, ns, "bfdd", append(common("bfdd"), "--bfdctl", filepath.Join(dir, "bfdd.sock"))...)
-	}
-	start(t, ns, "bgpd", common("bgpd")...)
-	return dir
+	return frr.Start(t, ns, "edgelb-ecmp-frr-", bgpdConf, bfd)
 }
 
 // nexthops is the gateways the router's kernel route to the VIP uses.

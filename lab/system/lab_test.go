@@ -72,29 +72,33 @@ func newLab(t *testing.T, gateways int) *lab {
 	for _, br := range []string{"br0", "br1", "br2"} {
 		must(t, l.seg.Bridge(br))
 	}
-	attach := func(n *netns.NS, port, br, ifname string, addr netip.Prefix) {
-		t.Helper()
-		must(t, netns.Veth(l.seg, port, n, ifname))
-		must(t, l.seg.SetMaster(port, br))
-		must(t, n.AddAddr(ifname, addr))
-	}
 	l.client = netns.NewT(t, "esysc")
-	attach(l.client, "cl", "br0", "eth0", front(10))
+	l.attach(l.client, "cl", "br0", "eth0", front(10))
 	for b := 1; b <= backends; b++ {
 		n := netns.NewT(t, fmt.Sprintf("esysb%d", b))
-		attach(n, fmt.Sprintf("be%d", b), "br1", "eth0", back(20+b))
+		l.attach(n, fmt.Sprintf("be%d", b), "br1", "eth0", back(20+b))
 		must(t, n.AddRoute(netip.MustParsePrefix("0.0.0.0/0"), floatSrc))
 		serveBackend(t, n, fmt.Sprintf("backend%d", b), back(20+b).Addr())
 	}
 	for i := 1; i <= gateways; i++ {
 		n := netns.NewT(t, fmt.Sprintf("esysg%d", i))
-		attach(n, fmt.Sprintf("g%da", i), "br0", "eth0", front(i))
-		attach(n, fmt.Sprintf("g%db", i), "br1", "eth1", back(i))
-		attach(n, fmt.Sprintf("g%ds", i), "br2", "eth2", syncLink(i))
+		l.attach(n, fmt.Sprintf("g%da", i), "br0", "eth0", front(i))
+		l.attach(n, fmt.Sprintf("g%db", i), "br1", "eth1", back(i))
+		l.attach(n, fmt.Sprintf("g%ds", i), "br2", "eth2", syncLink(i))
 		g := &gateway{i: i, machine: newMachine(t, fmt.Sprintf("esys-gw%d-%s", i, l.tag), n)}
 		l.gws = append(l.gws, g)
 	}
 	return l
+}
+
+// attach links n to a segment bridge (br0 clients, br1 backends, br2 the
+// sync link) through a veth: port on the segment's side, ifname with addr
+// in n.
+func (l *lab) attach(n *netns.NS, port, br, ifname string, addr netip.Prefix) {
+	l.t.Helper()
+	must(l.t, netns.Veth(l.seg, port, n, ifname))
+	must(l.t, l.seg.SetMaster(port, br))
+	must(l.t, n.AddAddr(ifname, addr))
 }
 
 // serveBackend answers HTTP with its name on httpPort and streams 64 bytes
@@ -139,7 +143,25 @@ type svc struct {
 // gateway is its memberlist peer and conntrackd peer.
 func config(i int, pair bool, svcs ...svc) string {
 	var b strings.Builder
-	b.WriteString("pools:\n  - name: front\n    addresses: [\"192.0.2.100-192.0.2.120\"]\nservices:\n")
+	fmt.Fprintf(&b, "announce:\n  l2:\n    interface: eth0\n    sourceInterface: eth1\n    sourceAddresses: [%q]\n", floatSrc.String())
+	if pair {
+		peer := 3 - i
+		fmt.Fprintf(&b, "    members: {name: gw%d, bindAddress: %s, port: 7946, join: [\"%s:7946\"]}\n", i, front(i).Addr(), front(peer).Addr())
+		fmt.Fprintf(&b, "stateSync:\n  conntrackd: {interface: eth2, peer: %s}\n", syncLink(peer).Addr())
+	}
+	return render(i, "192.0.2.100-192.0.2.120", b.String(), "", svcs...)
+}
+
+// render is gateway i's config: the pool front (addresses), the services,
+// rest (YAML sections: announce, stateSync, state), the nftables dataplane,
+// the API on loopback (api: more of its fields, as "k: v, ...") and JSON
+// logs.
+func render(i int, addresses, rest, api string, svcs ...svc) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "pools:\n  - name: front\n    addresses: [%q]\n", addresses)
+	if len(svcs) > 0 {
+		b.WriteString("services:\n")
+	}
 	for _, s := range svcs {
 		fmt.Fprintf(&b, "  - name: %s\n    pool: front\n", s.name)
 		if s.vip != "" {
@@ -155,13 +177,11 @@ func config(i int, pair bool, svcs ...svc) string {
 		}
 		b.WriteString("]\n")
 	}
-	fmt.Fprintf(&b, "announce:\n  l2:\n    interface: eth0\n    sourceInterface: eth1\n    sourceAddresses: [%q]\n", floatSrc.String())
-	if pair {
-		peer := 3 - i
-		fmt.Fprintf(&b, "    members: {name: gw%d, bindAddress: %s, port: 7946, join: [\"%s:7946\"]}\n", i, front(i).Addr(), front(peer).Addr())
-		fmt.Fprintf(&b, "stateSync:\n  conntrackd: {interface: eth2, peer: %s}\n", syncLink(peer).Addr())
+	b.WriteString(rest)
+	if api != "" {
+		api = ", " + api
 	}
-	fmt.Fprintf(&b, "dataplane: {mode: nftables, nodeAddresses: [%q]}\napi: {listen: \"127.0.0.1:8080\"}\nlog: {format: json}\n", front(i).Addr().String())
+	fmt.Fprintf(&b, "dataplane: {mode: nftables, nodeAddresses: [%q]}\napi: {listen: \"127.0.0.1:8080\"%s}\nlog: {format: json}\n", front(i).Addr().String(), api)
 	return b.String()
 }
 
