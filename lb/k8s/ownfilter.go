@@ -152,30 +152,16 @@ func serviceKey(name string) string {
 // ends; the Services left out are reported whenever that set changes.
 // out should have a buffer of one. Call it once.
 func (f *OwnFilter) Run(ctx context.Context, in <-chan lb.Desired, out chan lb.Desired) {
-	var cur lb.Desired
-	have := false
 	var reported map[string]string
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case d := <-in:
-			cur, have = d, true
-		case <-f.changed:
-			if !have {
-				continue
-			}
-		}
-		d, hit := f.Apply(cur)
-		select {
-		case <-out:
-		default:
-		}
-		out <- d
+	lb.RunFilter(ctx, in, out, f.changed, func(d lb.Desired) lb.Desired {
+		d, hit := f.Apply(d)
+		// Reported before the state is handed on (the report is Events
+		// only; nothing downstream waits for it).
 		if !maps.Equal(hit, reported) && f.report != nil {
 			if err := f.report(ctx, hit); err == nil {
 				reported = hit
 			}
 		}
-	}
+		return d
+	})
 }

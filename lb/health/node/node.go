@@ -106,26 +106,7 @@ func (n *Filter) Apply(d lb.Desired) lb.Desired {
 // ends. out should have a buffer of one: Run replaces a state its reader
 // has not taken yet. Run is this Filter's only writer to out; call it once.
 func (n *Filter) Run(ctx context.Context, in <-chan lb.Desired, out chan lb.Desired) {
-	var cur lb.Desired
-	have := false
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case d := <-in:
-			cur, have = d, true
-		case <-n.changed:
-			if !have {
-				continue
-			}
-		}
-		f := n.Apply(cur)
-		select {
-		case <-out:
-		default:
-		}
-		out <- f
-	}
+	lb.RunFilter(ctx, in, out, n.changed, n.Apply)
 }
 
 // Targets lists one TCP check per distinct backend of the TCP services
