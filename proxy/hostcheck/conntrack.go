@@ -66,14 +66,6 @@ func ReadConntrack(src Source) (Conntrack, error) {
 	return c, nil
 }
 
-// ConntrackWant is the nf_conntrack_max and bucket count a peak of
-// concurrent connections needs.
-func ConntrackWant(peak uint64) (max, buckets uint64) {
-	max = peak * ConntrackHeadroom
-	buckets = (max + ConntrackEntriesPerBucket - 1) / ConntrackEntriesPerBucket
-	return max, buckets
-}
-
 // CheckConntrack compares the table with a peak of concurrent connections:
 // the configured one (dataplane.conntrackPeak) or, when that is 0, the
 // entries in the table now (a measurement, and says so). It never lowers a
@@ -96,7 +88,7 @@ func ConntrackFindings(c Conntrack, configuredPeak uint64) []Finding {
 	if peak == 0 {
 		peak, from = c.Count, "entries now (nf_conntrack_count; set dataplane.conntrackPeak to check against the expected peak)"
 	}
-	wantMax, wantBuckets := ConntrackWant(peak)
+	wantMax := peak * ConntrackHeadroom
 	fill := func(max uint64) string {
 		if peak >= max {
 			return fmt.Sprintf("full %d connections before the peak", peak-max)
@@ -116,9 +108,6 @@ func ConntrackFindings(c Conntrack, configuredPeak uint64) []Finding {
 		max = wantMax
 	}
 	if need := (max + ConntrackEntriesPerBucket - 1) / ConntrackEntriesPerBucket; c.Buckets < need {
-		if need < wantBuckets {
-			need = wantBuckets
-		}
 		out = append(out, Finding{Severity: Warn, Code: CodeConntrackBuckets,
 			Message: fmt.Sprintf("%s = %d is below %s/%d = %d: lookups walk long hash chains when the table fills",
 				sysctlConntrackBuckets, c.Buckets, "nf_conntrack_max", ConntrackEntriesPerBucket, need),
