@@ -60,9 +60,6 @@ type ValidateOptions struct {
 	// FWMarks maps every firewall mark in use to the service holding it
 	// (filled by the writer): a mark is one service's.
 	FWMarks map[uint32]string
-	// Methods, when non-nil, are the methods the dataplane can do; another
-	// is refused wrapping proxy.ErrUnsupported (never downgraded).
-	Methods []proxy.Method
 	// Dataplane, when non-nil, is the dataplane's own verdict on what it
 	// can program (nft.Check: no lc, wlc, sed, nq; IPVS: nil, it does all):
 	// the service's scheduler and method are probed with it, so a service

@@ -310,11 +310,6 @@ func checkMethod(c *fielderr.Collector, path string, s *ServiceSpec, o ValidateO
 	if s.FWMark != 0 && s.Method == proxy.NAT {
 		c.Add(at("method"), string(s.Method), "a fwmark service cannot masquerade: edgelb's nat marks the packet for it, which would change the firewall mark IPVS matches; use nat-nosnat (backends route replies through the gateway), dr or tunnel")
 	}
-	if o.Methods != nil && !slices.Contains(o.Methods, s.Method) {
-		c.AddErr(at("method"), string(s.Method),
-			fmt.Errorf("needs the IPVS dataplane: this dataplane can do only %v (a method is never downgraded): %w",
-				o.Methods, proxy.ErrUnsupported))
-	}
 }
 
 // CheckHealth checks a (normalized) health check, reporting under path.

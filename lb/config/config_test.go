@@ -210,7 +210,7 @@ func TestExampleConfig(t *testing.T) {
 	// ...and refused on nftables, naming the field.
 	nft := strings.Replace(strings.Join(lines, "\n"), "mode: auto ", "mode: nftables ", 1)
 	_, err = parse([]byte(nft), env{readFile: fakeFiles(map[string]string{"/etc/edgelb/token": "x"})})
-	assertErrors(t, err, []want{{"services[3].method", `"dr": needs the IPVS dataplane`}})
+	assertErrors(t, err, []want{{"services[3].method", `"dr": refused by the dataplane`}})
 }
 
 // want is one expected error: its exact field path and a piece of its text.

@@ -152,9 +152,9 @@ services: [{name: s, pool: a, families: [IPv4, IPv6], ports: [{port: 80}]}]`, []
 		{"dr with node port", pool + "services: [{name: a, method: dr, ports: [{port: 80, nodePort: 30080}]}]\n",
 			[]want{{"services[0].ports[0].nodePort", `"30080": method dr cannot serve node ports`}}},
 		{"dr on nftables", pool + "dataplane: {mode: nftables}\nservices: [{name: a, method: dr, ports: [{port: 80}]}]\n",
-			[]want{{"services[0].method", `"dr": needs the IPVS dataplane: this dataplane can do only [nat nat-nosnat]`}}},
+			[]want{{"services[0].method", `"dr": refused by the dataplane: method "dr": not supported by this dataplane (nftables can only NAT; use the ipvs dataplane)`}}},
 		{"tunnel on nftables", pool + "dataplane: {mode: nftables}\nservices: [{name: a, method: tunnel, ports: [{port: 80}]}]\n",
-			[]want{{"services[0].method", `"tunnel": needs the IPVS dataplane`}}},
+			[]want{{"services[0].method", `"tunnel": refused by the dataplane: method "tunnel": not supported`}}},
 
 		// Health checks.
 		{"interval 0", pool + "services: [{name: a, ports: [{port: 80}], healthCheck: {type: tcp, interval: 0s}}]\n",

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/edgelb/edgelb/lb"
-	"github.com/edgelb/edgelb/proxy"
 	"github.com/edgelb/edgelb/proxy/nft"
 )
 
@@ -105,8 +104,8 @@ func (c *Config) validateServices(col *collector) {
 	}
 	if c.Dataplane.Mode == ModeNFTables {
 		// The dataplane is known: judge by its own rule, as the engine
-		// does (with mode auto the daemon knows only at start: lb/preflight).
-		o.Methods = []proxy.Method{proxy.NAT, proxy.NATNoSNAT}
+		// does (with mode auto the daemon knows only at start: lb/preflight):
+		// a method or fwmark nftables cannot do is refused by the probe.
 		o.Dataplane = nft.Check
 	}
 	for i := range c.Services {
@@ -114,10 +113,6 @@ func (c *Config) validateServices(col *collector) {
 		path := index("services", i)
 		o.SingleVIP = c.singleVIP(i)
 		lb.CheckService(&col.Collector, path, s, o)
-		if s.FWMark != 0 && c.Dataplane.Mode == ModeNFTables {
-			col.AddErr(path+".fwmark", fmt.Sprint(s.FWMark),
-				fmt.Errorf("a firewall-mark service needs the IPVS dataplane (dataplane.mode is nftables; never silently dropped): %w", proxy.ErrUnsupported))
-		}
 		c.checkAddressSource(col, path, s)
 	}
 	lb.CheckServices(&col.Collector, "services", c.Services, c.singleVIP)

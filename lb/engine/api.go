@@ -116,7 +116,7 @@ func (e *Engine) usersOf(pool string) string {
 // load of N services stays O(N).
 func (e *Engine) validation(pools map[string]store.Pool, svcs map[string]*service) lb.ValidateOptions {
 	o := lb.ValidateOptions{NodePortRange: e.opts.NodePortRange, Pools: []lb.Pool{}, NodePorts: map[lb.PortProto]string{},
-		VIPs: map[netip.Addr]string{}, FWMarks: map[uint32]string{}, Methods: e.opts.Methods, Dataplane: e.opts.Check, Own: e.own}
+		VIPs: map[netip.Addr]string{}, FWMarks: map[uint32]string{}, Dataplane: e.opts.Check, Own: e.own}
 	for _, n := range store.Names(pools) {
 		o.Pools = append(o.Pools, pools[n].Pool)
 	}

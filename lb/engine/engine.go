@@ -39,10 +39,6 @@ type Options struct {
 	// down by its health check (lb/config's health.allDown); empty means
 	// AllDownKeep.
 	AllDown AllDownPolicy
-	// Methods are the forwarding methods the running dataplane can do; a
-	// service asking for another is refused (*lb.FieldError on "method")
-	// and nothing changes, never downgraded. nil allows every method.
-	Methods []proxy.Method
 	// Check is the running dataplane's own verdict on what it can program
 	// (nft.Check: no lc, wlc, sed, nq; IPVS: nil, it does all). Every
 	// change — REST write, config load and reload — is checked with it

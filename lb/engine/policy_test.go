@@ -9,6 +9,7 @@ import (
 	"github.com/edgelb/edgelb/lb"
 	"github.com/edgelb/edgelb/lb/store"
 	"github.com/edgelb/edgelb/proxy"
+	"github.com/edgelb/edgelb/proxy/nft"
 )
 
 // TestAllDownPolicy: with keep, a service whose backends are all down goes
@@ -80,10 +81,11 @@ func TestAllDownPolicy(t *testing.T) {
 	}
 }
 
-// TestMethodsOfTheDataplane: a method the running dataplane cannot do is
-// refused on "method" (wrapping proxy.ErrUnsupported) and nothing is stored.
+// TestMethodsOfTheDataplane: a method the running dataplane cannot do
+// (nftables: no tunnel) is refused on "method" by the dataplane's own check,
+// wrapping proxy.ErrUnsupported, and nothing is stored.
 func TestMethodsOfTheDataplane(t *testing.T) {
-	e := start(t, store.NewMem(), Options{Methods: []proxy.Method{proxy.NAT, proxy.NATNoSNAT}})
+	e := start(t, store.NewMem(), Options{Check: nft.Check})
 	if _, err := e.CreatePool(ctx, mustPool(t, "p", true, "192.0.2.0/29")); err != nil {
 		t.Fatal(err)
 	}

@@ -23,19 +23,10 @@ func healthAPI(c *health.Checker) func() []webui.BackendHealth {
 	}
 }
 
-// engineMethods are the forwarding methods the dataplane this config will
-// run can do, so the engine refuses the others at the REST API (never a
-// silent downgrade).
-func engineMethods(cfg *config.Config) []proxy.Method {
-	if mode, _ := preflight.ChooseDataplane(cfg.Dataplane.Mode); mode == config.ModeIPVS {
-		return []proxy.Method{proxy.NAT, proxy.NATNoSNAT, proxy.DirectRouting, proxy.Tunnel}
-	}
-	return []proxy.Method{proxy.NAT, proxy.NATNoSNAT}
-}
-
 // engineCheck is the running dataplane's own check of what it can
-// program, for the writer to refuse up front (nil: IPVS does every
-// scheduler).
+// program, for the writer to refuse up front: a scheduler, method or
+// firewall mark nftables cannot do is refused at the REST API, never
+// silently downgraded (nil: IPVS does them all).
 func engineCheck(cfg *config.Config) func(proxy.Service) error {
 	if mode, _ := preflight.ChooseDataplane(cfg.Dataplane.Mode); mode == config.ModeIPVS {
 		return nil

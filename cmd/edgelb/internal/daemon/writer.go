@@ -81,7 +81,6 @@ func standaloneWriter(ctx context.Context, cfg *config.Config, nodeAddrs []netip
 		NodePortRange:   lb.PortRange{First: cfg.Dataplane.NodePortRange.First, Last: cfg.Dataplane.NodePortRange.Last},
 		Registry:        reg,
 		AllDown:         allDownPolicy(cfg),
-		Methods:         engineMethods(cfg),
 		Check:           engineCheck(cfg),
 		ConfigFile:      cfg.File,
 		Fleet:           cfg.State.Type == config.StateEtcd,
