@@ -100,7 +100,7 @@ func CheckService(c *fielderr.Collector, path string, s *ServiceSpec, o Validate
 		c.Add(at("scheduler"), string(s.Scheduler), "want one of rr, wrr, lc, wlc, sh, dh, sed, nq, mh")
 	}
 	checkMethod(c, path, s, o)
-	checkDataplane(c, path, s, o.Dataplane)
+	CheckDataplane(c, path, s, o.Dataplane)
 	if s.Affinity < 0 || s.Affinity > MaxAffinityTimeout || s.Affinity > 0 && s.Affinity < time.Second {
 		c.Add(at("affinity.timeout"), s.Affinity.String(), "out of range 1s-%s", MaxAffinityTimeout)
 	}
@@ -451,10 +451,12 @@ func CheckServices(c *fielderr.Collector, path string, svcs []ServiceSpec, singl
 	}
 }
 
-// checkDataplane asks the dataplane whether it can program s's scheduler
-// and method, one probe each so the error names the field (the dataplane's
-// own rule, not a copy of it). A field already refused is not asked about.
-func checkDataplane(c *fielderr.Collector, path string, s *ServiceSpec, check func(proxy.Service) error) {
+// CheckDataplane asks the dataplane whether it can program s's scheduler,
+// method and firewall mark, one probe each so the error names the field (the
+// dataplane's own rule, not a copy of it). A field already refused is not
+// asked about. CheckService calls it with ValidateOptions.Dataplane; preflight
+// calls it when mode auto resolves to nftables at start.
+func CheckDataplane(c *fielderr.Collector, path string, s *ServiceSpec, check func(proxy.Service) error) {
 	if check == nil {
 		return
 	}

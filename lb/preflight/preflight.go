@@ -1,13 +1,11 @@
 package preflight
 
 import (
-	"errors"
 	"fmt"
-	"net/netip"
-	"strings"
 
+	"github.com/edgelb/edgelb/lb"
 	"github.com/edgelb/edgelb/lb/config"
-	"github.com/edgelb/edgelb/proxy"
+	"github.com/edgelb/edgelb/lb/fielderr"
 	"github.com/edgelb/edgelb/proxy/hostcheck"
 	"github.com/edgelb/edgelb/proxy/ipvs"
 	"github.com/edgelb/edgelb/proxy/nft"
@@ -32,12 +30,7 @@ func HostFindings(cfg *config.Config, src hostcheck.Source) ([]hostcheck.Finding
 			out = append(out, hostcheck.CheckIPVSSysctls(src)...)
 		}
 	case config.ModeNFTables:
-		if fields := ipvsOnlyFields(cfg); len(fields) > 0 {
-			out = append(out, hostcheck.Finding{Severity: hostcheck.Error, Code: "method-unsupported",
-				Message: fmt.Sprintf("%s: only the IPVS dataplane can forward this way, but the nftables dataplane would run (%s; never silently downgraded)", strings.Join(fields, ", "), why),
-				Fix:     "load IPVS (modprobe ip_vs) and set dataplane.mode: ipvs, or use method nat / nat-nosnat and a vip with ports instead of fwmark"})
-		}
-		out = append(out, nftSchedulerFindings(cfg)...)
+		out = append(out, nftFindings(cfg)...)
 	}
 	out = append(out, hostcheck.CheckConntrack(src, cfg.Dataplane.ConntrackPeak)...)
 	out = append(out, stateSyncFindings(cfg, linkExists)...)
@@ -49,21 +42,28 @@ func HostFindings(cfg *config.Config, src hostcheck.Source) ([]hostcheck.Finding
 	return out, nil
 }
 
-// nftSchedulerFindings refuses, before anything is programmed, schedulers
-// the nftables dataplane cannot express (lc, wlc, sed, nq): it asks the
-// dataplane itself (nft.Check), so the rule lives in one place.
-func nftSchedulerFindings(cfg *config.Config) []hostcheck.Finding {
+// nftFindings asks the nftables dataplane, through the one validator's
+// probe (lb.CheckDataplane, which asks nft.Check), about every service's
+// scheduler, method and firewall mark: with mode auto the dataplane is known
+// only now, so what nftables cannot do is an Error here, never silently
+// downgraded. (With mode nftables config.Parse has refused it already.)
+func nftFindings(cfg *config.Config) []hostcheck.Finding {
+	var c fielderr.Collector
+	for i := range cfg.Services {
+		lb.CheckDataplane(&c, fmt.Sprintf("services[%d]", i), &cfg.Services[i], nft.Check)
+	}
 	var out []hostcheck.Finding
-	for i, s := range cfg.Services {
-		probe := proxy.Service{VIP: netip.MustParseAddr("192.0.2.1"), Port: 1, Protocol: proxy.TCP, Scheduler: s.Scheduler, Method: proxy.NAT}
-		if err := nft.Check(probe); err != nil {
-			out = append(out, hostcheck.Finding{Severity: hostcheck.Error, Code: "scheduler-unsupported",
-				Message: fmt.Sprintf("services[%d].scheduler %q (service %q): %v", i, s.Scheduler, s.Name, errors.Unwrap(err)),
-				Fix:     "use rr, wrr, sh, dh or mh with nftables, or load IPVS (modprobe ip_vs) and set dataplane.mode: ipvs"})
-		}
+	for _, fe := range c.List() {
+		out = append(out, hostcheck.Finding{Severity: hostcheck.Error, Code: CodeDataplaneUnsupported,
+			Message: fmt.Sprintf("%v (the dataplane here is nftables: see the dataplane line)", fe),
+			Fix:     "load IPVS (modprobe ip_vs) and set dataplane.mode: ipvs, or choose what nftables does: method nat or nat-nosnat, a vip with ports instead of fwmark, scheduler rr, wrr, sh, dh or mh"})
 	}
 	return out
 }
+
+// CodeDataplaneUnsupported: a service asks for what the dataplane that would
+// run cannot do.
+const CodeDataplaneUnsupported = "dataplane-unsupported"
 
 // ChooseDataplane resolves auto: IPVS when the kernel has it, else nftables.
 func ChooseDataplane(m config.DataplaneMode) (config.DataplaneMode, string) {
@@ -87,22 +87,6 @@ func Blocking(cfg *config.Config, fs []hostcheck.Finding) []hostcheck.Finding {
 			continue
 		}
 		out = append(out, f)
-	}
-	return out
-}
-
-// ipvsOnlyFields names the config fields of services that only IPVS can
-// serve — a method (dr, tunnel) or a firewall mark — e.g.
-// `services[1].method "tunnel" (service "web")`, `services[2].fwmark 1 (service "marked")`.
-func ipvsOnlyFields(cfg *config.Config) []string {
-	var out []string
-	for i, s := range cfg.Services {
-		if s.Method == proxy.DirectRouting || s.Method == proxy.Tunnel {
-			out = append(out, fmt.Sprintf("services[%d].method %q (service %q)", i, s.Method, s.Name))
-		}
-		if s.FWMark != 0 {
-			out = append(out, fmt.Sprintf("services[%d].fwmark %d (service %q)", i, s.FWMark, s.Name))
-		}
 	}
 	return out
 }
