@@ -14,6 +14,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/edgelb/edgelb/cmd/edgelb/internal/daemon"
+	"github.com/edgelb/edgelb/lb"
 	"github.com/edgelb/edgelb/lb/config"
 	"github.com/edgelb/edgelb/lb/engine"
 	"github.com/edgelb/edgelb/lb/preflight"
@@ -68,9 +69,18 @@ func check(ctx context.Context, path string, noHost bool, stdout io.Writer) erro
 		}
 		return &exitError{code, errors.New("")}
 	}
-	unmet, err := unmetRequests(ctx, cfg, state)
+	// With host checks the engine knows this host's addresses, as run's
+	// does: a VIP, pool or backend on one fails here as it fails run.
+	own := cfg.OwnAddrs()
+	if !noHost {
+		if own, err = daemon.OwnAddresses(cfg); err != nil {
+			return &exitError{1, err}
+		}
+	}
+	unmet, err := unmetRequests(ctx, cfg, state, own)
 	if err != nil {
-		return &exitError{1, fmt.Errorf("allocate: %w", err)}
+		fmt.Fprintf(stdout, "edgelb run would refuse this config here: %v\n", err)
+		return &exitError{1, errors.New("")}
 	}
 	if len(unmet) > 0 {
 		fmt.Fprintf(stdout, "%d service(s) would get no address:\n", len(unmet))
@@ -100,13 +110,14 @@ func check(ctx context.Context, path string, noHost bool, stdout io.Writer) erro
 
 // unmetRequests allocates the config's services as the daemon would at its
 // next start — its own engine on an in-memory copy of the stored state (or
-// an empty one), so the same rules
-// (requested VIPs before automatic ones, sharing keys, pool sizes) — and
-// lists every service that would stay pending, with the reason: two
-// services requesting one address without a sharing key, a request outside
-// every pool, an exhausted pool.
-func unmetRequests(ctx context.Context, cfg *config.Config, from store.State) ([]string, error) {
-	eng, err := engine.NewEngine(store.NewMemFrom(from), engine.Options{})
+// an empty one) and with the gateway's own addresses, so the same rules
+// (requested VIPs before automatic ones, sharing keys, pool sizes, never an
+// own address) — and lists every service that would stay pending, with the
+// reason: two services requesting one address without a sharing key, a
+// request outside every pool, an exhausted pool. An error is what run's
+// start would fail on.
+func unmetRequests(ctx context.Context, cfg *config.Config, from store.State, own *lb.OwnAddrs) ([]string, error) {
+	eng, err := engine.NewEngine(store.NewMemFrom(from), engine.Options{OwnAddrs: own})
 	if err != nil {
 		return nil, err
 	}

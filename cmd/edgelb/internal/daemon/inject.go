@@ -30,7 +30,7 @@ func (o *Options) ownAddresses(cfg *config.Config) (*lb.OwnAddrs, error) {
 	if o.Dataplane != nil {
 		return cfg.OwnAddrs(), nil
 	}
-	return ownAddresses(cfg)
+	return OwnAddresses(cfg)
 }
 
 // announcers is Options.Announcers when set, else the config's.

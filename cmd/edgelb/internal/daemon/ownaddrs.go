@@ -14,12 +14,14 @@ import (
 	"github.com/edgelb/edgelb/lb/config"
 )
 
-// ownAddresses are the gateway's own addresses (issue 36): every address
+// OwnAddresses are the gateway's own addresses (issue 36): every address
 // of every interface, loopback and link-local included, with its subnet's
 // broadcast and network addresses, and what the config binds to
 // (config.OwnAddrs). The IPVS device is left out: the VIPs are bound there
-// by the dataplane itself.
-func ownAddresses(cfg *config.Config) (*lb.OwnAddrs, error) {
+// by the dataplane itself. `edgelb check` asks it too, so a config whose
+// VIP or backend is an address of this host fails the check as it would
+// fail `edgelb run`.
+func OwnAddresses(cfg *config.Config) (*lb.OwnAddrs, error) {
 	addrs, err := netlink.AddrList(nil, netlink.FAMILY_ALL)
 	if err != nil {
 		return nil, fmt.Errorf("list the gateway's own addresses: %w", err)
@@ -88,7 +90,7 @@ func watchOwnAddresses(ctx context.Context, cfg *config.Config, set func(context
 		updates = nil
 	}
 	apply := func() {
-		own, err := ownAddresses(cfg)
+		own, err := OwnAddresses(cfg)
 		if err != nil {
 			log.Warn("own addresses", "err", err)
 			return
