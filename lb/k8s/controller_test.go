@@ -103,7 +103,7 @@ func TestControllerFake(t *testing.T) {
 		names[mf.GetName()] = true
 	}
 	for _, n := range []string{"edgelb_k8s_pool_size", "edgelb_k8s_pool_used", "edgelb_k8s_allocations_total",
-		"edgelb_k8s_pending_services", "edgelb_k8s_leader", "edgelb_k8s_sync_duration_seconds"} {
+		"edgelb_k8s_pending_services", "edgelb_k8s_leader", "edgelb_k8s_sync_duration_seconds", "edgelb_k8s_refused_services"} {
 		if !names[n] {
 			t.Errorf("metric %s not registered", n)
 		}

@@ -17,6 +17,9 @@ type metrics struct {
 	// handovers: releases of the Lease that made this waiting instance
 	// campaign at once (handover.go).
 	handovers prometheus.Counter
+	// refused: Services this gateway does not serve whole, by source
+	// (refused.go): every gateway sets its own, leader or not.
+	refused *prometheus.GaugeVec
 
 	// poolsMu guards pools: the IPPools with size/used series, so a
 	// deleted IPPool's series go (a gauge left behind would report
@@ -67,9 +70,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"loop"}),
 		handovers: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "edgelb_k8s_lease_releases_seen_total", Help: "Releases of the Lease seen while waiting: each made this instance try to lead at once."}),
+		refused: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "edgelb_k8s_refused_services",
+			Help: "Services this gateway does not serve whole, by source: dataplane (its dataplane refused a port) or own-address (a VIP or backend is one of this gateway's own addresses); each has a DataplaneRefused Warning Event."}, []string{"source"}),
+	}
+	for _, s := range refusalSourceNames {
+		m.refused.WithLabelValues(s) // 0 from the start, so an alert sees the series
 	}
 	if reg != nil {
-		reg.MustRegister(m.poolSize, m.poolUsed, m.allocations, m.pending, m.leader, m.syncSeconds, m.handovers)
+		reg.MustRegister(m.poolSize, m.poolUsed, m.allocations, m.pending, m.leader, m.syncSeconds, m.handovers, m.refused)
 	}
 	return m
 }

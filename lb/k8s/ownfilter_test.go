@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -156,6 +157,8 @@ func TestControllerOwnAddresses(t *testing.T) {
 		return !programmed(d, "s0", vip0) && programmed(d, "s1", vip1)
 	})
 	waitFor(t, 30*time.Second, "the Warning on s0", func() bool { return len(warnings()) == 1 })
+	ownGauge := func() float64 { return testutil.ToFloat64(c.m.refused.WithLabelValues("own-address")) }
+	waitFor(t, 30*time.Second, "edgelb_k8s_refused_services{source=own-address} 1", func() bool { return ownGauge() == 1 })
 	if w := warnings()[0]; !strings.HasPrefix(w, "s0: on this gateway (other Services are served): not programmed: VIP "+vip0+" is this gateway's own address") {
 		t.Errorf("warning %q", w)
 	}
@@ -184,6 +187,9 @@ func TestControllerOwnAddresses(t *testing.T) {
 	})
 	if n := len(warnings()); n != 1 {
 		t.Errorf("%d Warnings, want the one", n)
+	}
+	if g := ownGauge(); g != 0 {
+		t.Errorf("edgelb_k8s_refused_services{source=own-address} %v after the address went, want 0", g)
 	}
 }
 

@@ -40,6 +40,9 @@ func (c *Controller) SetOwnRefused(_ context.Context, hit map[string]string) err
 	return nil
 }
 
+// refusalSourceNames label edgelb_k8s_refused_services.
+var refusalSourceNames = [refusalSources]string{fromDataplane: "dataplane", fromOwn: "own-address"}
+
 var refusalPrefix = [refusalSources]string{
 	fromDataplane: "this gateway's dataplane refused it (other Services are served): ",
 	fromOwn:       "on this gateway (other Services are served): ",
@@ -49,6 +52,11 @@ func (c *Controller) setRefusals(src int, refused map[string]string) {
 	// What was reported lives on the keeper; the Events are sent here.
 	var raise []string
 	var next map[string]string
+	services := map[string]bool{}
+	for name := range refused {
+		services[serviceKey(name)] = true
+	}
+	c.m.refused.WithLabelValues(refusalSourceNames[src]).Set(float64(len(services)))
 	c.do(func(k *keeper) {
 		k.refusals[src] = refused
 		next = refusalMessages(k.refusals)

@@ -6,13 +6,15 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // TestRefusedRaisesWarning (issue 14): a port this gateway's dataplane
 // refused raises one Warning Event (DataplaneRefused) on its Service with the
-// reason; the same refusal again raises none.
+// reason; the same refusal again raises none. edgelb_k8s_refused_services
+// counts the Service once, however many of its ports were refused.
 func TestRefusedRaisesWarning(t *testing.T) {
 	c, cs, _, ctx := leadingFake(t, prometheus.NewRegistry(), poolObj("p", 0, "192.0.2.0/28"))
 	if _, err := cs.CoreV1().Services("default").Create(ctx, lbService("dual"), metav1.CreateOptions{}); err != nil {
@@ -22,7 +24,8 @@ func TestRefusedRaisesWarning(t *testing.T) {
 		_, err := c.services.Services("default").Get("dual")
 		return err == nil
 	})
-	refused := map[string]string{"default/dual/http/nodeport": "nft: backend family differs"}
+	refused := map[string]string{"default/dual/http/nodeport": "nft: backend family differs", "default/dual/https": "nft: backend family differs"}
+	gauge := func() float64 { return testutil.ToFloat64(c.m.refused.WithLabelValues("dataplane")) }
 	count := func() int {
 		evs, _ := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{})
 		n := 0
@@ -38,6 +41,9 @@ func TestRefusedRaisesWarning(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, "a DataplaneRefused Warning", func() bool { return count() >= 1 })
+	if g := gauge(); g != 1 {
+		t.Errorf("edgelb_k8s_refused_services{source=dataplane} %v, want 1 (one Service)", g)
+	}
 	if err := c.SetRefused(ctx, refused); err != nil {
 		t.Fatal(err)
 	}
@@ -52,5 +58,8 @@ func TestRefusedRaisesWarning(t *testing.T) {
 	c.do(func(k *keeper) { n = len(k.refused) })
 	if n != 0 {
 		t.Errorf("a cleared refusal is still remembered")
+	}
+	if g := gauge(); g != 0 {
+		t.Errorf("edgelb_k8s_refused_services{source=dataplane} %v after the clear, want 0", g)
 	}
 }
