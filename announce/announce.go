@@ -45,11 +45,9 @@ func (v *VIP) ViaL2(ifname string) bool {
 	return v.via(KindL2) && (len(v.Interfaces) == 0 || slices.Contains(v.Interfaces, ifname))
 }
 
-// ViaBGP reports whether BGP announces v (to the peers ToPeer admits).
+// ViaBGP reports whether BGP announces v (to the peers in Peers, all when
+// empty: announce/bgp turns them into GoBGP export policy, peerpolicy.go).
 func (v *VIP) ViaBGP() bool { return v.via(KindBGP) }
-
-// ToPeer reports whether v's route goes to the BGP peer named name.
-func (v *VIP) ToPeer(name string) bool { return len(v.Peers) == 0 || slices.Contains(v.Peers, name) }
 
 func (v *VIP) via(kind string) bool {
 	return len(v.Announcers) == 0 || slices.Contains(v.Announcers, kind)

@@ -230,7 +230,7 @@ func assertErrors(t *testing.T, err error, wants []want) {
 			}
 		}
 		if !found {
-			t.Errorf("no error %s ... %s in:\n%s", w.field, w.text, strings.Join(errs.Lines(), "\n"))
+			t.Errorf("no error %s ... %s in:\n%s", w.field, w.text, errs.Error())
 		}
 	}
 }

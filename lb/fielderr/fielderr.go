@@ -77,15 +77,6 @@ func (e *Errors) Others(i int) string {
 	return "; also " + strings.Join(rest, "; ")
 }
 
-// Lines renders one line per error, for `edgelb check`.
-func (e *Errors) Lines() []string {
-	out := make([]string, len(e.List))
-	for i, fe := range e.List {
-		out[i] = fe.Error()
-	}
-	return out
-}
-
 // Collector gathers errors; the first error reported for a field path
 // wins, so a value that failed to parse is not reported again by
 // validation. The zero value is ready to use.

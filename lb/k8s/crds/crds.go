@@ -1,5 +1,5 @@
-// Package crds ships edgelb's CustomResourceDefinitions as YAML, embedded so the
-// binary can print or install them and the test lab installs exactly what users get.
+// Package crds ships edgelb's CustomResourceDefinitions as YAML, embedded so
+// the test lab (lab/k8slab) installs exactly the files users apply.
 package crds
 
 import "embed"
