@@ -131,6 +131,9 @@ func Run(t *testing.T, h Harness) {
 	if slices.Contains(h.Caps.Methods, proxy.NATNoSNAT) {
 		t.Run("NATNoSNAT", s.noSNAT)
 	}
+	if h.Caps.FWMark {
+		t.Run("FWMark", s.fwmark)
+	}
 	t.Run("Idempotent", s.idempotent)
 	t.Run("Delete", s.delete)
 	t.Run("Resync", s.resync)

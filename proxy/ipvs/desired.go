@@ -27,7 +27,7 @@ type desired struct {
 	// edgelb0: node-port services (on node addresses) and firewall-mark
 	// services (see engine's ownership rule).
 	Keyed map[vsKey]bool
-	Front map[vsKey]bool // every frontend: gets edgelb's ct mark
+	Front map[vsKey]bool // every frontend and mark service: gets edgelb's ct mark
 	Masq  map[vsKey]bool // NAT frontends whose forwarded packets are masqueraded
 }
 
@@ -272,6 +272,7 @@ func (d *desired) addMark(s *proxy.Service, name string) error {
 	vs := virtualServer{Key: k, Sched: string(sched), Flags: flags, Timeout: timeout, Netmask: defaultNetmask(k.Addr)}
 	d.Services[k] = &wantService{VS: vs, Name: name, Method: method, Dests: dests}
 	d.Keyed[k] = true
+	d.Front[k] = true // its connections get edgelb's ct mark by their packet mark (snat.go)
 	return nil
 }
 

@@ -5,10 +5,12 @@ package ipvs
 import (
 	"errors"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
@@ -135,5 +137,70 @@ func TestNetnsSNATGenerationGate(t *testing.T) {
 	set(snatVerify, false)
 	if got := elements(); got != 4 {
 		t.Fatalf("frontends4: %d elements, want 4", got)
+	}
+}
+
+// TestNetnsSNATMarks: mark services go into the table's marks set by value —
+// a mark served in both families is one element — and leave it by diff and
+// by rebuild alike; the two chains that give their connections edgelb's ct
+// mark (input and output, filter priority) are there. (Traffic through a
+// mark service is in the IPVS conformance suite: FWMark.)
+func TestNetnsSNATMarks(t *testing.T) {
+	ns := netns.NewT(t, "elbmark")
+	n := &nftSNAT{netns: int(ns.Handle()), mark: DefaultMasqMark}
+	t.Cleanup(func() { n.Delete(); n.Close() })
+	c, err := nftables.New(nftables.WithNetNSFd(int(ns.Handle())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := objs()
+	marks := func() []uint32 {
+		t.Helper()
+		els, err := c.GetSetElements(&nftables.Set{Table: o.t, Name: o.marks.Name, KeyType: nftables.TypeMark})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []uint32
+		for _, e := range els {
+			out = append(out, binaryutil.NativeEndian.Uint32(e.Key))
+		}
+		slices.Sort(out)
+		return out
+	}
+	vip := vsKey{Addr: netip.MustParseAddr("203.0.113.1"), Port: 80, Proto: proxy.TCP}
+	front := map[vsKey]bool{vip: true, markKey(1, proxy.IPv4): true, markKey(1, proxy.IPv6): true, markKey(7, proxy.IPv4): true}
+	for _, step := range []struct {
+		how  snatHow
+		drop []vsKey
+		want []uint32
+	}{
+		{snatDiff, nil, []uint32{1, 7}},                             // the first write builds the table
+		{snatDiff, []vsKey{markKey(1, proxy.IPv4)}, []uint32{1, 7}}, // mark 1 still served in IPv6
+		{snatDiff, []vsKey{markKey(7, proxy.IPv4)}, []uint32{1}},
+		{snatRebuild, nil, []uint32{1}},
+		{snatDiff, []vsKey{markKey(1, proxy.IPv6)}, nil},
+	} {
+		for _, k := range step.drop {
+			delete(front, k)
+		}
+		if _, err := n.Set(front, nil, step.how); err != nil {
+			t.Fatal(err)
+		}
+		if got := marks(); !slices.Equal(got, step.want) {
+			t.Fatalf("after dropping %v: marks %v, want %v", step.drop, got, step.want)
+		}
+	}
+	chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyINet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]bool{}
+	for _, ch := range chains {
+		if ch.Table.Name == TableName && *ch.Priority == *nftables.ChainPriorityFilter {
+			found[ch.Name] = true
+		}
+	}
+	if !found["fwmark-input"] || !found["fwmark-output"] {
+		t.Fatalf("chains at filter priority: %v, want fwmark-input and fwmark-output", found)
 	}
 }

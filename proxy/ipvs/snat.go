@@ -1,8 +1,10 @@
 package ipvs
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/google/nftables"
@@ -18,7 +20,11 @@ import (
 // TableName is the nftables table (family inet) the IPVS dataplane owns.
 // IPVS rewrites only the destination; this table
 //   - sets edgelb's ct mark (proxy.CTMark) on connections to any frontend, so
-//     the conntrack flow reader sees IPVS connections too, and
+//     the conntrack flow reader sees IPVS connections too — for a
+//     firewall-mark service, on connections whose packets carry its mark,
+//     read in the input and output hooks at filter priority: after the
+//     operator's marking rule (mangle prerouting, as keepalived's docs have
+//     it) and before IPVS takes the packet at LOCAL_IN — and
 //   - marks packets to NAT frontends (packet mark bit Options.MasqMark) in
 //     prerouting/output and masquerades marked packets in postrouting — the
 //     packets IPVS forwarded — so replies come back through the gateway.
@@ -113,7 +119,7 @@ func setKey(k vsKey) []byte {
 func elems(m map[vsKey]bool, v4 bool) []nftables.SetElement {
 	keys := make([]vsKey, 0, len(m))
 	for k, ok := range m {
-		if ok && k.Addr.Is4() == v4 {
+		if ok && k.Mark == 0 && k.Addr.Is4() == v4 {
 			keys = append(keys, k)
 		}
 	}
@@ -125,9 +131,28 @@ func elems(m map[vsKey]bool, v4 bool) []nftables.SetElement {
 	return out
 }
 
+// markElems are the firewall marks of m's mark services, once each (a mark
+// served in both families is one element), in host byte order as meta mark
+// loads them.
+func markElems(m map[vsKey]bool) []nftables.SetElement {
+	var marks []uint32
+	for k, ok := range m {
+		if ok && k.Mark != 0 && !slices.Contains(marks, k.Mark) {
+			marks = append(marks, k.Mark)
+		}
+	}
+	slices.Sort(marks)
+	out := make([]nftables.SetElement, len(marks))
+	for i, mk := range marks {
+		out[i] = nftables.SetElement{Key: binaryutil.NativeEndian.PutUint32(mk)}
+	}
+	return out
+}
+
 type tableObjs struct {
 	t                            *nftables.Table
 	front4, front6, masq4, masq6 *nftables.Set
+	marks                        *nftables.Set // firewall marks of mark services
 }
 
 func objs() tableObjs {
@@ -136,7 +161,8 @@ func objs() tableObjs {
 		return &nftables.Set{Table: t, Name: name, KeyType: kt, Concatenation: true}
 	}
 	return tableObjs{t: t, front4: mk("frontends4", keyType4), front6: mk("frontends6", keyType6),
-		masq4: mk("masq4", keyType4), masq6: mk("masq6", keyType6)}
+		masq4: mk("masq4", keyType4), masq6: mk("masq6", keyType6),
+		marks: &nftables.Set{Table: t, Name: "marks", KeyType: nftables.TypeMark}}
 }
 
 // match loads daddr . l4proto . th dport into the 32-bit registers starting
@@ -182,6 +208,20 @@ func (n *nftSNAT) rules(c *nftables.Conn, o tableObjs) {
 			c.AddRule(&nftables.Rule{Table: o.t, Chain: ch, Exprs: r})
 		}
 	}
+	// Mark services: the operator's rule marks the packet in prerouting
+	// (or output), at whatever priority; input and output at filter
+	// priority see the mark, and run before IPVS's LOCAL_IN handler.
+	for _, hook := range []struct {
+		name string
+		hook *nftables.ChainHook
+	}{{"fwmark-input", nftables.ChainHookInput}, {"fwmark-output", nftables.ChainHookOutput}} {
+		ch := c.AddChain(&nftables.Chain{Name: hook.name, Table: o.t, Type: nftables.ChainTypeFilter,
+			Hooknum: hook.hook, Priority: nftables.ChainPriorityFilter})
+		c.AddRule(&nftables.Rule{Table: o.t, Chain: ch, Exprs: append([]expr.Any{
+			&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
+			&expr.Lookup{SourceRegister: 1, SetName: o.marks.Name, SetID: o.marks.ID},
+		}, ctMark...)})
+	}
 	post := c.AddChain(&nftables.Chain{Name: "postrouting", Table: o.t, Type: nftables.ChainTypeNAT,
 		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource})
 	c.AddRule(&nftables.Rule{Table: o.t, Chain: post, Exprs: []expr.Any{
@@ -214,7 +254,8 @@ func (n *nftSNAT) Set(front, masq map[vsKey]bool, how snatHow) (bool, error) {
 		for _, s := range []struct {
 			set *nftables.Set
 			el  []nftables.SetElement
-		}{{o.front4, elems(front, true)}, {o.front6, elems(front, false)}, {o.masq4, elems(masq, true)}, {o.masq6, elems(masq, false)}} {
+		}{{o.front4, elems(front, true)}, {o.front6, elems(front, false)}, {o.masq4, elems(masq, true)}, {o.masq6, elems(masq, false)},
+			{o.marks, markElems(front)}} {
 			if err := c.AddSet(s.set, s.el); err != nil {
 				return false, fmt.Errorf("ipvs: nftables set %s: %w", s.set.Name, err)
 			}
@@ -227,9 +268,7 @@ func (n *nftSNAT) Set(front, masq map[vsKey]bool, how snatHow) (bool, error) {
 		return true, nil
 	}
 	changed := false
-	diff := func(set *nftables.Set, old, cur map[vsKey]bool, v4 bool) error {
-		add := elems(minus(cur, old), v4)
-		del := elems(minus(old, cur), v4)
+	change := func(set *nftables.Set, add, del []nftables.SetElement) error {
 		if len(add) > 0 {
 			if err := c.SetAddElements(set, add); err != nil {
 				return err
@@ -249,9 +288,13 @@ func (n *nftSNAT) Set(front, masq map[vsKey]bool, how snatHow) (bool, error) {
 		old, cur map[vsKey]bool
 		v4       bool
 	}{{o.front4, n.front, front, true}, {o.front6, n.front, front, false}, {o.masq4, n.masq, masq, true}, {o.masq6, n.masq, masq, false}} {
-		if err := diff(d.set, d.old, d.cur, d.v4); err != nil {
+		if err := change(d.set, elems(minus(d.cur, d.old), d.v4), elems(minus(d.old, d.cur), d.v4)); err != nil {
 			return false, fmt.Errorf("ipvs: nftables set %s: %w", d.set.Name, err)
 		}
+	}
+	// Marks by value: one mark can stand for two keys (its two families).
+	if err := change(o.marks, minusElems(markElems(front), markElems(n.front)), minusElems(markElems(n.front), markElems(front))); err != nil {
+		return false, fmt.Errorf("ipvs: nftables set %s: %w", o.marks.Name, err)
 	}
 	if !changed {
 		return false, nil
@@ -295,6 +338,17 @@ func minus(a, b map[vsKey]bool) map[vsKey]bool {
 	for k, ok := range a {
 		if ok && !b[k] {
 			out[k] = true
+		}
+	}
+	return out
+}
+
+// minusElems are a's elements whose key is not in b.
+func minusElems(a, b []nftables.SetElement) []nftables.SetElement {
+	var out []nftables.SetElement
+	for _, e := range a {
+		if !slices.ContainsFunc(b, func(f nftables.SetElement) bool { return bytes.Equal(e.Key, f.Key) }) {
+			out = append(out, e)
 		}
 	}
 	return out

@@ -379,7 +379,9 @@ func TestBuildRefusesPerService(t *testing.T) {
 
 // TestFWMarkServices: a firewall-mark service is programmed per mark and
 // family with its destinations (port 0 kept: the packet's own port), gets
-// no VIP and no nftables frontend, is deleted when the Config drops it,
+// no VIP and is not masqueraded, is in the nftables frontends by its mark
+// (its connections get edgelb's ct mark: snat.go), is deleted when the
+// Config drops it,
 // and a firewall-mark service edgelb did not make (another mark, say
 // keepalived's) is never touched, by Apply or Cleanup.
 func TestFWMarkServices(t *testing.T) {
@@ -399,8 +401,8 @@ func TestFWMarkServices(t *testing.T) {
 	if len(r.h.dests[k]) != 2 || r.h.dests[k][anyPort].Weight != 1 || r.h.dests[k][be2].Weight != 2 {
 		t.Fatalf("fwmark destinations %v", r.h.dests[k])
 	}
-	if r.dev.addrs[netip.IPv4Unspecified()] || r.snat.front[k] || r.snat.masq[k] {
-		t.Fatalf("fwmark service got a VIP or an nftables frontend: addrs %v front %v", r.dev.addrs, r.snat.front)
+	if r.dev.addrs[netip.IPv4Unspecified()] || !r.snat.front[k] || r.snat.masq[k] {
+		t.Fatalf("fwmark service: want no VIP, a marked frontend and no masquerade: addrs %v front %v masq %v", r.dev.addrs, r.snat.front, r.snat.masq)
 	}
 	r.apply(t, proxy.Config{Services: []proxy.Service{web(b(be1, 1))}})
 	if _, ok := r.h.svcs[k]; ok {
