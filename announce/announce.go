@@ -40,6 +40,22 @@ const (
 	KindBGP = "bgp"
 )
 
+// WellKnownCommunities are the BGP community names edgelb accepts (RFC
+// 1997, 3765, 7611, 7999, 8326 and draft-ietf-idr-long-lived-gr, as FRR and
+// GoBGP spell them) with their values: lb's validator and announce/bgp read
+// this one list, so a name the validator takes is one the speaker sends.
+var WellKnownCommunities = map[string]uint32{
+	"graceful-shutdown":   0xFFFF0000,
+	"accept-own":          0xFFFF0001,
+	"llgr-stale":          0xFFFF0006,
+	"no-llgr":             0xFFFF0007,
+	"blackhole":           0xFFFF029A,
+	"no-export":           0xFFFFFF01,
+	"no-advertise":        0xFFFFFF02,
+	"no-export-subconfed": 0xFFFFFF03,
+	"no-peer":             0xFFFFFF04,
+}
+
 // ViaL2 reports whether the L2 announcer on ifname answers for v.
 func (v *VIP) ViaL2(ifname string) bool {
 	return v.via(KindL2) && (len(v.Interfaces) == 0 || slices.Contains(v.Interfaces, ifname))

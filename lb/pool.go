@@ -8,7 +8,6 @@ import (
 	"math/big"
 	"net/netip"
 	"slices"
-	"sort"
 	"strings"
 )
 
@@ -289,16 +288,6 @@ func (p *Pool) RangeStrings() []string {
 		out[i] = r.String()
 	}
 	return out
-}
-
-// SortRanges orders ranges by family then first address (stable display).
-func SortRanges(rs []Range) {
-	sort.Slice(rs, func(i, j int) bool {
-		if rs[i].Is4() != rs[j].Is4() {
-			return rs[i].Is4()
-		}
-		return rs[i].First.Less(rs[j].First)
-	})
 }
 
 // ValidateName accepts DNS-label-like names (what Kubernetes object names allow),

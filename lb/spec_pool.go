@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/edgelb/edgelb/announce"
 	"github.com/edgelb/edgelb/lb/fielderr"
 )
 
@@ -125,7 +126,7 @@ func CheckPool(c *fielderr.Collector, path string, p *Pool, own *OwnAddrs) {
 	})
 	adv := &p.Advertisement
 	for i, s := range adv.Communities {
-		if !wellKnownCommunities[s] && !numbers(s, 2, 16) {
+		if _, named := announce.WellKnownCommunities[s]; !named && !numbers(s, 2, 16) {
 			c.Add(fielderr.Index(at("advertisement.communities"), i), s,
 				"want ASN:VALUE (two 16-bit numbers, like 65000:100) or a well-known name (no-export, no-advertise, blackhole...)")
 		}
@@ -151,12 +152,6 @@ func addPrefixed(c *fielderr.Collector, path string, err error) {
 		return
 	}
 	c.AddErr(path, "", err)
-}
-
-// wellKnownCommunities are the names RFC 1997/7999/8326 give; gobgp accepts them.
-var wellKnownCommunities = map[string]bool{
-	"no-export": true, "no-advertise": true, "no-export-subconfed": true, "no-peer": true,
-	"blackhole": true, "graceful-shutdown": true, "accept-own": true, "llgr-stale": true, "no-llgr": true,
 }
 
 // numbers reports whether s is n colon-separated unsigned numbers of bits bits.

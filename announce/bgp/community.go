@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/edgelb/edgelb/announce"
 )
 
 // Community is an RFC 1997 community: high 16 bits an AS, low 16 a value.
@@ -16,39 +18,16 @@ func (c Community) String() string {
 	return fmt.Sprintf("%d:%d", uint32(c)>>16, uint32(c)&0xFFFF)
 }
 
-// wellKnown are the names of RFC 1997, 3765, 7611, 7999, 8326 and
-// draft-ietf-idr-long-lived-gr, as FRR and GoBGP spell them. The set matches
-// what the REST API accepts.
-var wellKnown = map[string]Community{
-	"graceful-shutdown":   0xFFFF0000,
-	"accept-own":          0xFFFF0001,
-	"llgr-stale":          0xFFFF0006,
-	"no-llgr":             0xFFFF0007,
-	"blackhole":           0xFFFF029A,
-	"no-export":           0xFFFFFF01,
-	"no-advertise":        0xFFFFFF02,
-	"no-export-subconfed": 0xFFFFFF03,
-	"no-peer":             0xFFFFFF04,
-}
-
 var (
 	errCommunity      = errors.New(`want ASN:VALUE (each 0..65535) or a well-known name such as "no-export"`)
 	errLargeCommunity = errors.New("want GLOBAL:LOCAL1:LOCAL2 (each 0..4294967295)")
 )
 
-// ParseCommunity parses "65000:100" or a well-known name ("no-export",
-// case-insensitive). The error quotes the value.
-func ParseCommunity(s string) (Community, error) {
-	c, ok := parseCommunity(s)
-	if !ok {
-		return 0, fmt.Errorf("community %q: %w", s, errCommunity)
-	}
-	return c, nil
-}
-
+// parseCommunity parses "65000:100" or a well-known name
+// (announce.WellKnownCommunities: the list lb's validator accepts).
 func parseCommunity(s string) (Community, bool) {
-	if c, ok := wellKnown[strings.ToLower(s)]; ok {
-		return c, true
+	if c, ok := announce.WellKnownCommunities[s]; ok {
+		return Community(c), true
 	}
 	as, val, ok := strings.Cut(s, ":")
 	if !ok {
@@ -81,15 +60,7 @@ func (c LargeCommunity) less(o LargeCommunity) bool {
 	return c.Local2 < o.Local2
 }
 
-// ParseLargeCommunity parses "65000:1:2". The error quotes the value.
-func ParseLargeCommunity(s string) (LargeCommunity, error) {
-	c, ok := parseLargeCommunity(s)
-	if !ok {
-		return LargeCommunity{}, fmt.Errorf("large community %q: %w", s, errLargeCommunity)
-	}
-	return c, nil
-}
-
+// parseLargeCommunity parses "65000:1:2".
 func parseLargeCommunity(s string) (LargeCommunity, bool) {
 	parts := strings.Split(s, ":")
 	if len(parts) != 3 {

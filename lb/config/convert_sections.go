@@ -372,6 +372,3 @@ func convertKubernetes(r *rawKubernetes, e env, snat bool, c *collector) Kuberne
 	}
 	return k
 }
-
-// quotePort renders a port for messages.
-func quotePort(p uint16) string { return strconv.Itoa(int(p)) }

@@ -26,8 +26,6 @@ func (c *collector) add(field, value string, format string, args ...any) {
 
 func (c *collector) addErr(field, value string, err error) { c.AddErr(field, value, err) }
 
-func (c *collector) anyFailed() bool { return c.AnyFailed() }
-
 func (c *collector) failed(field string) bool { return c.Failed(field) }
 
 func (c *collector) err(source string) error {
@@ -90,7 +88,5 @@ func indexesOf(path string) []int {
 		path = path[i+j:]
 	}
 }
-
-func join(parent, field string) string { return fielderr.Join(parent, field) }
 
 func index(parent string, i int) string { return fielderr.Index(parent, i) }

@@ -105,9 +105,6 @@ func ReadDocuments(r io.Reader, source string, skipUnknown bool) (objs []*Object
 	return objs, skipped, nil
 }
 
-// ObjectOf reads one object given as a generic map (from a live cluster).
-func ObjectOf(m map[string]any, source string) (*Object, error) { return objectOf(m, source) }
-
 func objectOf(m map[string]any, src string) (*Object, error) {
 	av, _ := m["apiVersion"].(string)
 	kind, _ := m["kind"].(string)
