@@ -203,3 +203,50 @@ func TestStatusWatchStopsOnCancel(t *testing.T) {
 		t.Fatal("--watch did not stop on cancel")
 	}
 }
+
+// TestStatusFWMark: a firewall-mark service is a row of its own, as
+// ipvsadm -ln shows it ("FWM  42", after the VIP rows; a backend without a
+// port as :0). Its connections are the flows to any frontend that is no VIP
+// row's, to one of its backends (by address alone for the one without a
+// port): the VIP service's flow to the backend they share is not counted.
+func TestStatusFWMark(t *testing.T) {
+	shared := netip.MustParseAddrPort("10.0.0.3:8080")
+	flows := staticFlows{
+		{ID: 1, Protocol: proxy.TCP, Client: netip.MustParseAddrPort("198.51.100.7:40000"), Frontend: netip.MustParseAddrPort("192.0.2.10:80"), Backend: shared, State: "ESTABLISHED"},
+		{ID: 2, Protocol: proxy.TCP, Client: netip.MustParseAddrPort("198.51.100.7:40001"), Frontend: netip.MustParseAddrPort("203.0.113.5:80"), Backend: shared, State: "ESTABLISHED"},
+		{ID: 3, Protocol: proxy.TCP, Client: netip.MustParseAddrPort("198.51.100.7:40002"), Frontend: netip.MustParseAddrPort("203.0.113.5:443"), Backend: netip.MustParseAddrPort("10.0.0.4:443"), State: "TIME_WAIT"},
+		{ID: 4, Protocol: proxy.UDP, Client: netip.MustParseAddrPort("198.51.100.7:40003"), Frontend: netip.MustParseAddrPort("203.0.113.5:53"), Backend: netip.MustParseAddrPort("10.0.0.4:53")},
+	}
+	url := apiServer(t, flows, nil)
+	t.Setenv("EDGELB_TOKEN", clientTestToken)
+	pool := writeFile(t, "pool.yaml", "name: default\naddresses: [192.0.2.10-192.0.2.20]\n")
+	if _, err := run(t, "pools", "apply", "--server", url, "-f", pool); err != nil {
+		t.Fatal(err)
+	}
+	svcs := writeFile(t, "svcs.yaml", `- name: web
+  vips: [192.0.2.10]
+  ports: [{port: 80}]
+  backends: [{address: 10.0.0.3, port: 8080}]
+- name: marked
+  fwmark: 42
+  method: nat-nosnat
+  scheduler: rr
+  backends: [{address: 10.0.0.3, port: 8080, weight: 2}, {address: 10.0.0.4}]
+`)
+	if _, err := run(t, "services", "apply", "--server", url, "-f", svcs); err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Join([]string{
+		"Prot LocalAddress:Port  Scheduler Flags                              Service",
+		"  -> RemoteAddress:Port Forward   Weight ActiveConn InActConn Health ",
+		"TCP  192.0.2.10:80      wrr                                          web",
+		"  -> 10.0.0.3:8080      Masq      1      1          0         -      ",
+		"FWM  42                 rr                                           marked",
+		"  -> 10.0.0.3:8080      Masq      2      1          0         -      ",
+		"  -> 10.0.0.4:0         Masq      1      0          2         -      ",
+		""}, "\n")
+	out, err := run(t, "status", "--server", url)
+	if err != nil || out != want {
+		t.Fatalf("status:\n%s\nwant:\n%s\nerr %v", out, want, err)
+	}
+}

@@ -27,7 +27,8 @@ type statusBackend struct {
 	Health     string `json:"health"`
 }
 
-// statusVirtual is one VIP:port/protocol.
+// statusVirtual is one VIP:port/protocol, or (Protocol "FWM", Address the
+// mark) one firewall-mark service.
 type statusVirtual struct {
 	Service   string          `json:"service"`
 	Protocol  string          `json:"protocol"`
@@ -187,7 +188,78 @@ func collectStatus(ctx context.Context, c *apiClient) ([]statusVirtual, map[stri
 		}
 		return out[i].Protocol < out[j].Protocol
 	})
-	return out, vips, nil
+	marks, err := markRows(ss, fl.Flows, out, health)
+	if err != nil {
+		return nil, nil, err
+	}
+	return append(out, marks...), vips, nil
+}
+
+// markRows are the firewall-mark services as ipvsadm -ln shows them ("FWM
+// 42", after the VIP rows, by mark), a backend without a port as port 0.
+// A flow is a mark service's when its frontend is no VIP row's and not on
+// any service's node port (a marked packet may go to any address and port)
+// and its backend is one of the
+// service's — by address and port, or by address alone for a backend
+// without a port; a backend two mark services share counts such flows in
+// both (conntrack does not keep the packet's mark).
+func markRows(ss []webui.ServiceStatus, flows []webui.Flow, vipRows []statusVirtual, health map[[2]string]string) ([]statusVirtual, error) {
+	shown, nodePorts := map[string]bool{}, map[uint16]bool{}
+	for _, v := range vipRows {
+		shown[v.Address] = true
+	}
+	for _, s := range ss {
+		for _, p := range s.Spec.Ports {
+			if p.NodePort != 0 {
+				nodePorts[uint16(p.NodePort)] = true
+			}
+		}
+	}
+	var out []statusVirtual
+	for _, s := range ss {
+		if s.Spec.FWMark == 0 {
+			continue
+		}
+		v := statusVirtual{Service: s.Spec.Name, Protocol: "FWM", Address: strconv.FormatInt(s.Spec.FWMark, 10),
+			Scheduler: s.Spec.Scheduler, Affinity: affinityOf(s.Spec), Backends: []statusBackend{}}
+		for _, b := range s.Spec.Backends {
+			ba, err := netip.ParseAddr(b.Address)
+			if err != nil {
+				return nil, fmt.Errorf("service %q: backend %q: %w", s.Spec.Name, b.Address, err)
+			}
+			be := netip.AddrPortFrom(ba, uint16(b.Port))
+			w := int64(1)
+			if b.Weight != nil {
+				w = *b.Weight
+			}
+			h, ok := health[[2]string{s.Spec.Name, be.String()}]
+			if !ok {
+				h = "-"
+			}
+			row := statusBackend{Address: be.String(), Forward: forwardName(s.Spec.Method), Weight: w, Health: h}
+			for _, f := range flows {
+				fb, err := netip.ParseAddrPort(f.Backend)
+				fe, err2 := netip.ParseAddrPort(f.Frontend)
+				if err != nil || err2 != nil || shown[f.Frontend] || nodePorts[fe.Port()] ||
+					fb.Addr() != ba || (b.Port != 0 && fb.Port() != be.Port()) {
+					continue
+				}
+				if strings.EqualFold(f.Protocol, "TCP") && strings.EqualFold(f.State, "ESTABLISHED") {
+					row.ActiveConn++
+				} else {
+					row.InActConn++
+				}
+			}
+			v.Backends = append(v.Backends, row)
+		}
+		out = append(out, v)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		mi, _ := strconv.ParseUint(out[i].Address, 10, 32)
+		mj, _ := strconv.ParseUint(out[j].Address, 10, 32)
+		return mi < mj
+	})
+	return out, nil
 }
 
 // forwardName is ipvsadm's Forward column for edgelb's method.
