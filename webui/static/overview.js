@@ -292,7 +292,10 @@ function renderServices() {
   servicesDrawn = { list: state.services, filter: view.filter };
   const text = (s) => {
     const sp = s.spec;
-    return [sp.name, ((s.assigned || []).join(', ') || ('pending' + (s.pending ? ': ' + s.pending : ''))) +
+    // A firewall-mark service has no address of its own: it takes what the
+    // operator's rules mark.
+    return [sp.name, ((s.assigned || []).join(', ') || (sp.fwmark ? 'fwmark ' + sp.fwmark :
+      ('pending' + (s.pending ? ': ' + s.pending : '')))) +
       (s.failed ? ' — refused by the dataplane: ' + s.failed : ''),
     (sp.ports || []).map((p) => p.port + '/' + (p.protocol || 'TCP') +
       (p.targetPort ? '→' + p.targetPort : '') + (p.nodePort ? ' (node ' + p.nodePort + ')' : '')).join(', '),
