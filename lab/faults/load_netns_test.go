@@ -90,6 +90,7 @@ func TestNetnsDrainUnderLoad(t *testing.T) {
 	e.waitReady(time.Minute)
 	e.putService(web)
 	e.converged("start", []svcDef{web})
+	path := watchPath(t, e.lab.Client, e.lab.Gateway)
 
 	weights := map[int]uint32{0: 1, 1: 1, 2: 1} // backend index → weight; absent = not in the service
 	steps := []struct {
@@ -204,6 +205,7 @@ func TestNetnsDrainUnderLoad(t *testing.T) {
 		workers, elapsed.Round(time.Second), res.total, float64(res.total)/elapsed.Seconds(), len(res.errs), 100*rate, leaked["drained"], leaked["removed"], slowest.Round(time.Millisecond), strings.Join(per, " "), cpu, netns.Loadavg())
 	if len(res.errs) > 0 {
 		t.Errorf("%d requests failed, e.g. %s", len(res.errs), strings.Join(res.errs[:min(5, len(res.errs))], "; "))
+		t.Logf("ICMP unreachable to the client and neighbours INCOMPLETE/FAILED (client, gateway) during the load:\n%s", strings.Join(path.Events(), "\n"))
 	}
 	if len(kernelOff) > 0 {
 		t.Errorf("the kernel did not follow the REST changes: %s", strings.Join(kernelOff, " | "))
