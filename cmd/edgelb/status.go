@@ -164,18 +164,10 @@ func collectStatus(ctx context.Context, c *apiClient) ([]statusVirtual, map[stri
 					if err != nil {
 						return nil, nil, fmt.Errorf("service %q: backend %q: %w", s.Spec.Name, b.Address, err)
 					}
-					be := netip.AddrPortFrom(ba, uint16(port)).String()
-					w := int64(1)
-					if b.Weight != nil {
-						w = *b.Weight
-					}
-					h, ok := health[[2]string{s.Spec.Name, be}]
-					if !ok {
-						h = "-" // not under an active check
-					}
-					k := conn{fe, be, proto}
-					v.Backends = append(v.Backends, statusBackend{Address: be, Forward: forwardName(s.Spec.Method),
-						Weight: w, ActiveConn: active[k], InActConn: inactive[k], Health: h})
+					row := backendRow(s.Spec, b, netip.AddrPortFrom(ba, uint16(port)), health)
+					k := conn{fe, row.Address, proto}
+					row.ActiveConn, row.InActConn = active[k], inactive[k]
+					v.Backends = append(v.Backends, row)
 				}
 				out = append(out, v)
 			}
@@ -193,6 +185,20 @@ func collectStatus(ctx context.Context, c *apiClient) ([]statusVirtual, map[stri
 		return nil, nil, err
 	}
 	return append(out, marks...), vips, nil
+}
+
+// backendRow is a backend's row without its connection counts: weight
+// (1 when unset), forward method, health ("-": not under an active check).
+func backendRow(spec webui.ServiceSpec, b webui.BackendSpec, be netip.AddrPort, health map[[2]string]string) statusBackend {
+	w := int64(1)
+	if b.Weight != nil {
+		w = *b.Weight
+	}
+	h, ok := health[[2]string{spec.Name, be.String()}]
+	if !ok {
+		h = "-"
+	}
+	return statusBackend{Address: be.String(), Forward: forwardName(spec.Method), Weight: w, Health: h}
 }
 
 // markRows are the firewall-mark services as ipvsadm -ln shows them ("FWM
@@ -215,6 +221,20 @@ func markRows(ss []webui.ServiceStatus, flows []webui.Flow, vipRows []statusVirt
 			}
 		}
 	}
+	// The flows no VIP row or node port claims, parsed once.
+	type orphan struct {
+		be     netip.AddrPort
+		active bool
+	}
+	var orphans []orphan
+	for _, f := range flows {
+		fb, err := netip.ParseAddrPort(f.Backend)
+		fe, err2 := netip.ParseAddrPort(f.Frontend)
+		if err != nil || err2 != nil || shown[f.Frontend] || nodePorts[fe.Port()] {
+			continue
+		}
+		orphans = append(orphans, orphan{fb, strings.EqualFold(f.Protocol, "TCP") && strings.EqualFold(f.State, "ESTABLISHED")})
+	}
 	var out []statusVirtual
 	for _, s := range ss {
 		if s.Spec.FWMark == 0 {
@@ -228,23 +248,12 @@ func markRows(ss []webui.ServiceStatus, flows []webui.Flow, vipRows []statusVirt
 				return nil, fmt.Errorf("service %q: backend %q: %w", s.Spec.Name, b.Address, err)
 			}
 			be := netip.AddrPortFrom(ba, uint16(b.Port))
-			w := int64(1)
-			if b.Weight != nil {
-				w = *b.Weight
-			}
-			h, ok := health[[2]string{s.Spec.Name, be.String()}]
-			if !ok {
-				h = "-"
-			}
-			row := statusBackend{Address: be.String(), Forward: forwardName(s.Spec.Method), Weight: w, Health: h}
-			for _, f := range flows {
-				fb, err := netip.ParseAddrPort(f.Backend)
-				fe, err2 := netip.ParseAddrPort(f.Frontend)
-				if err != nil || err2 != nil || shown[f.Frontend] || nodePorts[fe.Port()] ||
-					fb.Addr() != ba || (b.Port != 0 && fb.Port() != be.Port()) {
+			row := backendRow(s.Spec, b, be, health)
+			for _, o := range orphans {
+				if o.be.Addr() != ba || (b.Port != 0 && o.be.Port() != be.Port()) {
 					continue
 				}
-				if strings.EqualFold(f.Protocol, "TCP") && strings.EqualFold(f.State, "ESTABLISHED") {
+				if o.active {
 					row.ActiveConn++
 				} else {
 					row.InActConn++

@@ -199,6 +199,14 @@ func (s *suite) everyBackend(t *testing.T, what string, tally Tally, err error, 
 	}
 }
 
+// noSNATChecker asserts the backend saw the client's own address.
+func noSNATChecker(r Reply) error {
+	if r.Peer != ClientAddr4 {
+		return fmt.Errorf("%s saw source %s, want the client's %s (no SNAT)", r.Backend, r.Peer, ClientAddr4)
+	}
+	return nil
+}
+
 // snatChecker asserts the backend saw the gateway's address on its link.
 func (s *suite) snatChecker(v6 bool) func(Reply) error {
 	return func(r Reply) error {
@@ -477,12 +485,7 @@ func (s *suite) noSNAT(t *testing.T) {
 	s.apply(t, svc)
 	// 120 requests: a backend below 10% (fewer than 12 of Binomial(120, 1/3))
 	// happens by chance 1.6e-9 of the time; with 60 it was 1.7e-5.
-	tally, err := s.httpFan(120, netip.Addr{}, netip.AddrPortFrom(vip, 80), func(r Reply) error {
-		if r.Peer != ClientAddr4 {
-			return fmt.Errorf("%s saw source %s, want the client's %s (no SNAT)", r.Backend, r.Peer, ClientAddr4)
-		}
-		return nil
-	})
+	tally, err := s.httpFan(120, netip.Addr{}, netip.AddrPortFrom(vip, 80), noSNATChecker)
 	s.everyBackend(t, "NATNoSNAT", tally, err, 0.10)
 }
 

@@ -293,7 +293,8 @@ func (n *nftSNAT) Set(front, masq map[vsKey]bool, how snatHow) (bool, error) {
 		}
 	}
 	// Marks by value: one mark can stand for two keys (its two families).
-	if err := change(o.marks, minusElems(markElems(front), markElems(n.front)), minusElems(markElems(n.front), markElems(front))); err != nil {
+	curMarks, oldMarks := markElems(front), markElems(n.front)
+	if err := change(o.marks, minusElems(curMarks, oldMarks), minusElems(oldMarks, curMarks)); err != nil {
 		return false, fmt.Errorf("ipvs: nftables set %s: %w", o.marks.Name, err)
 	}
 	if !changed {
