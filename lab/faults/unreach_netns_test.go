@@ -49,30 +49,24 @@ func (w *pathWatch) Events() []string {
 func watchPath(t *testing.T, client, gateway *netns.NS) *pathWatch {
 	t.Helper()
 	w := &pathWatch{}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	t.Cleanup(func() { close(done); wg.Wait() })
-
 	// ICMP to the client: a raw socket sees a copy of every ICMP packet.
 	pc, err := client.ListenPacket("ip4:icmp", "0.0.0.0")
 	if err != nil {
 		t.Fatalf("icmp socket in %s: %v", client.Name, err)
 	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	// Closing the socket ends the reader; closing done ends the
+	// neighbour subscriptions.
+	t.Cleanup(func() { pc.Close(); close(done); wg.Wait() })
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		buf := make([]byte, 1500)
 		for {
-			select {
-			case <-done:
-				pc.Close()
-				return
-			default:
-			}
-			_ = pc.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
 			n, from, err := pc.ReadFrom(buf)
 			if err != nil {
-				continue
+				return
 			}
 			// type 3 (destination unreachable), code, then the original
 			// IP header from byte 8: its destination at 8+16.
