@@ -191,26 +191,18 @@ func sendUDP(ns *netns.NS, vip netip.Addr) error {
 	return err
 }
 
-// TestNetnsARPKernelSilent: a VIP assigned to the gateway's loopback (as the
-// failover lab does for its HTTP listener) is answered by the kernel on the
-// uplink unless arp_ignore=1; KernelWarnings says so, and with arp_ignore=1
-// only the responder speaks.
+// TestNetnsARPKernelSilent: a VIP assigned to a local interface other than
+// the uplink (the IPVS dataplane's edgelb0; here lo) is answered by the
+// kernel on the uplink unless arp_ignore=1 — two gateways answering at once.
+// That is why the IPVS dataplane sets arp_ignore=1 and hostcheck reports it
+// (nftables VIPs are never local: a pool holding an own address is refused).
+// With arp_ignore=1 only the responder speaks.
 func TestNetnsARPKernelSilent(t *testing.T) {
 	l := newLab(t)
 	vip := netip.MustParseAddr("192.0.2.100")
 	if err := l.gw.AddAddr("lo", netip.PrefixFrom(vip, 32)); err != nil {
 		t.Fatal(err)
 	}
-	var warn []string
-	l.gw.Do(func() error {
-		var err error
-		warn, err = KernelWarnings("gw0", []netip.Addr{vip})
-		return err
-	})
-	if len(warn) != 1 {
-		t.Fatalf("warnings with arp_ignore=0: %v", warn)
-	}
-	t.Logf("arp_ignore=0: %s", warn[0])
 	if macs := arping(t, l.client, "cl0", vip, 1); len(macs) != 1 {
 		t.Fatalf("kernel did not answer with arp_ignore=0: %v", macs)
 	}
@@ -218,14 +210,6 @@ func TestNetnsARPKernelSilent(t *testing.T) {
 		if err := l.gw.Sysctl(k, "1"); err != nil {
 			t.Fatal(err)
 		}
-	}
-	l.gw.Do(func() error {
-		var err error
-		warn, err = KernelWarnings("gw0", []netip.Addr{vip})
-		return err
-	})
-	if len(warn) != 0 {
-		t.Fatalf("warnings with arp_ignore=1: %v", warn)
 	}
 	if macs := arping(t, l.client, "cl0", vip, 2); len(macs) != 0 {
 		t.Fatalf("kernel answered with arp_ignore=1: %v", macs)
