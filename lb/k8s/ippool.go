@@ -165,17 +165,11 @@ func (ps poolSet) Served() []lb.Pool {
 // status says who still holds what — until they have moved.
 const FinalizerInUse = "edgelb.io/addresses-in-use"
 
-// computePools validates every pool and refuses overlaps: the older pool
+// computePools validates every pool with parse (Controller.parsePool:
+// the own-address check at first sight) and refuses overlaps: the older pool
 // (by creation time, then name) keeps its range, so adding a bad pool never
-// changes what existing Services hold. A pool holding one of own (the
-// gateway's addresses) is rejected.
-func computePools(objs []*unstructured.Unstructured, own *lb.OwnAddrs) poolSet {
-	return computePoolsWith(objs, func(u *unstructured.Unstructured) (lb.Pool, error) { return poolFromObject(u, own) })
-}
-
-// computePoolsWith is computePools with the controller's parser
-// (Controller.parsePool: the own-address check at first sight).
-func computePoolsWith(objs []*unstructured.Unstructured, parse func(*unstructured.Unstructured) (lb.Pool, error)) poolSet {
+// changes what existing Services hold.
+func computePools(objs []*unstructured.Unstructured, parse func(*unstructured.Unstructured) (lb.Pool, error)) poolSet {
 	sorted := append([]*unstructured.Unstructured(nil), objs...)
 	sort.Slice(sorted, func(i, j int) bool {
 		ti, tj := sorted[i].GetCreationTimestamp(), sorted[j].GetCreationTimestamp()

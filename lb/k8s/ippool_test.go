@@ -33,7 +33,7 @@ func TestComputePools(t *testing.T) {
 		poolObj("bad", time.Second, "192.0.2.1/24"),    // host bits set
 		poolObj("v6", 3*time.Second, "2001:db8::/120"), // fine
 		poolObj("rev", 4*time.Second, "198.51.100.9-198.51.100.1"),
-	}, nil)
+	}, func(u *unstructured.Unstructured) (lb.Pool, error) { return poolFromObject(u, nil) })
 	if len(ps.Valid) != 2 || ps.Valid[0].Name != "first" || ps.Valid[1].Name != "v6" {
 		t.Fatalf("valid = %+v", ps.Valid)
 	}

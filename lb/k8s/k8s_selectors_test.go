@@ -97,7 +97,7 @@ func TestK8sPoolSelectors(t *testing.T) {
 	// change in one keeper operation) before p3 asks: p3's result cannot depend on
 	// which watch event came first.
 	waitUntil(t, limit, "leader uses premium priority 5", func() bool {
-		tm := r.c.currentTerm()
+		tm := r.c.view().term
 		if tm == nil {
 			return false
 		}

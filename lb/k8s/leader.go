@@ -194,7 +194,7 @@ func (c *Controller) currentPools() poolSet {
 			objs = append(objs, u)
 		}
 	}
-	return computePoolsWith(objs, c.parsePool)
+	return computePools(objs, c.parsePool)
 }
 
 func (c *Controller) serviceWorker(t *term) {

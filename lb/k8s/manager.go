@@ -76,7 +76,7 @@ func (m manager) status(p lb.Pool, used map[string]int) lb.PoolStatus {
 }
 
 func (m manager) Pools(ctx context.Context) ([]lb.PoolStatus, error) {
-	ps := computePoolsWith(m.poolObjects(), m.c.parsePool)
+	ps := computePools(m.poolObjects(), m.c.parsePool)
 	used := m.used(ps.Valid)
 	out := make([]lb.PoolStatus, 0, len(ps.Valid))
 	for _, p := range ps.Valid {
@@ -87,7 +87,7 @@ func (m manager) Pools(ctx context.Context) ([]lb.PoolStatus, error) {
 }
 
 func (m manager) Pool(ctx context.Context, name string) (lb.PoolStatus, error) {
-	ps := computePoolsWith(m.poolObjects(), m.c.parsePool)
+	ps := computePools(m.poolObjects(), m.c.parsePool)
 	for _, p := range ps.Valid {
 		if p.Name == name {
 			return m.status(p, m.used(ps.Valid)), nil
@@ -104,7 +104,7 @@ func (m manager) check(p *lb.Pool) error {
 	if err := lb.ValidatePool(p, m.c.ownAddrs()); err != nil {
 		return err
 	}
-	return lb.CheckOverlap(p, computePoolsWith(m.poolObjects(), m.c.parsePool).Valid)
+	return lb.CheckOverlap(p, computePools(m.poolObjects(), m.c.parsePool).Valid)
 }
 
 func (m manager) CreatePool(ctx context.Context, p lb.Pool) (lb.PoolStatus, error) {
@@ -251,8 +251,6 @@ func (m manager) serviceStatus(s *corev1.Service) lb.ServiceStatus {
 	}
 	return st
 }
-
-func (c *Controller) currentTerm() *term { return c.view().term }
 
 func (m manager) PutService(ctx context.Context, s lb.ServiceSpec) (lb.ServiceStatus, bool, error) {
 	return lb.ServiceStatus{}, false, &lb.ConflictError{Field: "name", Value: s.Name, Reason: errReadOnly.Error()}
