@@ -47,12 +47,6 @@ func (c *client) take() ([]*frame, bool) {
 	return q, r
 }
 
-func (c *client) pending() (frames, bytes int, resync bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.q), c.qBytes, c.resync
-}
-
 // register adds a client. With a Last-Event-ID of this boot whose
 // successors are all still in history it resumes from there; otherwise it
 // starts with a snapshot.

@@ -168,3 +168,10 @@ func TestHubRefreshSkipsUnchangedVersion(t *testing.T) {
 		t.Fatal("the state is not the frame's own bytes")
 	}
 }
+
+// pending is what a client has queued (frames, bytes) and whether it must resync.
+func (c *client) pending() (frames, bytes int, resync bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.q), c.qBytes, c.resync
+}

@@ -168,18 +168,6 @@ func decide(v view) decision {
 	return d
 }
 
-// ownerOf returns the rendezvous winner for vip among names (no eligibility
-// rules): what the ownership spread looks like when everyone is ready.
-func ownerOf(vip netip.Addr, names []string) string {
-	best := ""
-	for _, n := range names {
-		if best == "" || beats(n, best, vip) {
-			best = n
-		}
-	}
-	return best
-}
-
 // sortedAddrs returns the keys of a set, sorted.
 func sortedAddrs(s map[netip.Addr]bool) []netip.Addr {
 	out := make([]netip.Addr, 0, len(s))

@@ -223,3 +223,15 @@ func TestDecideHandoverNeverOverlaps(t *testing.T) {
 	}
 	t.Logf("handover: a took %d of %d VIPs in two exchanges, never both", len(a.claimed), len(vips))
 }
+
+// ownerOf returns the rendezvous winner for vip among names (no eligibility
+// rules): what the ownership spread looks like when everyone is ready.
+func ownerOf(vip netip.Addr, names []string) string {
+	best := ""
+	for _, n := range names {
+		if best == "" || beats(n, best, vip) {
+			best = n
+		}
+	}
+	return best
+}

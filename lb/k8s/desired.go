@@ -123,11 +123,6 @@ type desiredInput struct {
 	vips map[netip.Addr]*announce.VIP
 }
 
-// add adds svc served on the addresses of its status.
-func (d *desiredInput) add(svc *corev1.Service, slices []*discoveryv1.EndpointSlice) {
-	d.addVIPs(svc, slices, ingressIPs(svc))
-}
-
 // addVIPs adds svc served on addrs (its status, or the leader's decision).
 func (d *desiredInput) addVIPs(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, addrs []netip.Addr) {
 	ourLB := d.opts.ours(svc)

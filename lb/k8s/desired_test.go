@@ -186,3 +186,8 @@ func TestDesiredNodePortMode(t *testing.T) {
 		t.Fatal("nodeport mode VIPs need no local endpoints")
 	}
 }
+
+// add adds svc served on the addresses of its status.
+func (d *desiredInput) add(svc *corev1.Service, slices []*discoveryv1.EndpointSlice) {
+	d.addVIPs(svc, slices, ingressIPs(svc))
+}

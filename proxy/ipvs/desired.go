@@ -52,16 +52,6 @@ func fwdOf(m proxy.Method) (uint32, error) {
 
 func protoOf(p uint16) proxy.Protocol { return proxy.Protocol(p) }
 
-// build validates cfg and translates it. Errors name the service and quote
-// the bad value; ones the kernel cannot express wrap proxy.ErrUnsupported.
-func build(cfg proxy.Config) (*desired, error) {
-	d, failed, err := buildEach(cfg)
-	if err == nil && len(failed) > 0 {
-		return nil, &proxy.ServiceErrors{Failed: failed}
-	}
-	return d, err
-}
-
 // buildEach is build with refusals per service: failed names each service
 // left out (every other one is in the desired state); err is Config-wide.
 func buildEach(cfg proxy.Config) (*desired, map[proxy.Key]error, error) {

@@ -420,3 +420,13 @@ func TestFWMarkServices(t *testing.T) {
 		t.Fatalf("fwmark with method nat: %v, want ErrUnsupported", err)
 	}
 }
+
+// build validates cfg and translates it. Errors name the service and quote
+// the bad value; ones the kernel cannot express wrap proxy.ErrUnsupported.
+func build(cfg proxy.Config) (*desired, error) {
+	d, failed, err := buildEach(cfg)
+	if err == nil && len(failed) > 0 {
+		return nil, &proxy.ServiceErrors{Failed: failed}
+	}
+	return d, err
+}

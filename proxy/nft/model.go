@@ -569,15 +569,6 @@ func appendBackend(b []byte, ap netip.AddrPort) []byte {
 	return append(b, byte(p>>8), byte(p), 0, 0)
 }
 
-func decBackend(b []byte) (netip.AddrPort, bool) {
-	if len(b) != 8 && len(b) != 20 {
-		return netip.AddrPort{}, false
-	}
-	a, _ := netip.AddrFromSlice(b[:len(b)-4])
-	p := b[len(b)-4:]
-	return netip.AddrPortFrom(a, uint16(p[0])<<8|uint16(p[1])), true
-}
-
 func decU32(b []byte) uint32 { return binaryutil.NativeEndian.Uint32(b) }
 
 // maglev renders scheduler mh: the buckets are a Maglev table of

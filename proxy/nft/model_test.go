@@ -551,3 +551,13 @@ func TestKeptInputIsACopy(t *testing.T) {
 		t.Fatalf("kept %v changed through input()", st.in)
 	}
 }
+
+// decBackend is encBackend's inverse: tests read the kernel's buckets back.
+func decBackend(b []byte) (netip.AddrPort, bool) {
+	if len(b) != 8 && len(b) != 20 {
+		return netip.AddrPort{}, false
+	}
+	a, _ := netip.AddrFromSlice(b[:len(b)-4])
+	p := b[len(b)-4:]
+	return netip.AddrPortFrom(a, uint16(p[0])<<8|uint16(p[1])), true
+}
