@@ -199,7 +199,8 @@ func (m *fakeManager) PutService(ctx context.Context, s lb.ServiceSpec) (lb.Serv
 		}
 		st.VIPs = append(st.VIPs, v)
 	}
-	if len(s.VIPs) == 0 {
+	// A firewall-mark service holds no address (the engine allocates none).
+	if len(s.VIPs) == 0 && s.FWMark == 0 {
 		if len(old.VIPs) > 0 {
 			st.VIPs = old.VIPs
 		} else if a, ok := m.free(s.Pool); ok {
