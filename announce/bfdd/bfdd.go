@@ -8,10 +8,8 @@ import (
 	"maps"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -59,13 +57,10 @@ type Runner interface {
 
 // Daemon runs and supervises one bfdd.
 type Daemon struct {
-	opts   Options
-	log    *slog.Logger
-	vty    *vty
-	uid    int
-	gid    int
-	groups []uint32 // frr's supplementary groups (frrvty: bfdd checks it)
-	usr    string
+	opts Options
+	log  *slog.Logger
+	vty  *vty
+	as   runAs // who bfdd runs as (privs.go)
 	// tempDir is removed by Close (Options.Dir was empty).
 	tempDir string
 
@@ -98,6 +93,12 @@ func Start(opts Options) (*Daemon, error) {
 	if _, err := exec.LookPath(opts.Binary); err != nil {
 		return nil, fmt.Errorf("bfd: bfdd binary %q (Debian: apt-get install frr): %w", opts.Binary, err)
 	}
+	// FRR's own identity checks, before bfdd runs (privs.go): a bfdd that
+	// exits at start leaves BGP up without the protection asked for.
+	as, err := currentIdentity().plan(osUsers{})
+	if err != nil {
+		return nil, fmt.Errorf("bfd: %w", err)
+	}
 	tempDir := ""
 	if opts.Dir == "" {
 		parent := os.Getenv("RUNTIME_DIRECTORY")
@@ -111,31 +112,14 @@ func Start(opts Options) (*Daemon, error) {
 		opts.Dir, tempDir = dir, dir
 	}
 	d := &Daemon{tempDir: tempDir, opts: opts, log: log.With("bfd", "bfdd"), vty: &vty{path: filepath.Join(opts.Dir, "bfdd.vty")},
-		done: make(chan struct{}), want: map[string]Session{}, applied: map[string]Session{}, uid: -1, gid: -1}
-	// FRR daemons started as root drop to the frr user; not root, or
-	// without that user, bfdd runs as whoever edgelb runs as.
-	if u, err := user.Lookup("frr"); err == nil && os.Geteuid() == 0 {
-		d.usr = "frr"
-		d.uid, _ = strconv.Atoi(u.Uid)
-		d.gid, _ = strconv.Atoi(u.Gid)
-		gids, _ := u.GroupIds()
-		for _, g := range gids {
-			if n, err := strconv.Atoi(g); err == nil {
-				d.groups = append(d.groups, uint32(n))
-			}
-		}
-	} else if u, err := user.Current(); err == nil {
-		d.usr = u.Username
-	}
+		done: make(chan struct{}), want: map[string]Session{}, applied: map[string]Session{}, as: as}
 	if err := os.MkdirAll(opts.Dir, 0o750); err != nil {
 		return nil, fmt.Errorf("bfd: %w", err)
 	}
-	if d.uid >= 0 {
+	if as.switchTo {
 		// bfdd's pid and socket files are created as frr.
 		os.Chmod(opts.Dir, 0o750)
-	}
-	if d.uid >= 0 {
-		if err := os.Chown(opts.Dir, d.uid, d.gid); err != nil {
+		if err := os.Chown(opts.Dir, as.uid, as.gid); err != nil {
 			return nil, fmt.Errorf("bfd: hand %s to the frr user: %w", opts.Dir, err)
 		}
 	}
@@ -143,8 +127,8 @@ func Start(opts Options) (*Daemon, error) {
 	if err := os.WriteFile(conf, []byte("! sessions are set by edgelb over the vty socket\n"), 0o640); err != nil {
 		return nil, fmt.Errorf("bfd: %w", err)
 	}
-	if d.uid >= 0 {
-		os.Chown(conf, d.uid, d.gid)
+	if as.switchTo {
+		os.Chown(conf, as.uid, as.gid)
 	}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	go d.supervise()
@@ -158,10 +142,7 @@ func (d *Daemon) args() []string {
 		// keyed by address, and must not talk to a zebra of the host's.
 		"-z", filepath.Join(dir, "zserv.api"), "--vty_socket", dir, "--bfdctl", filepath.Join(dir, "bfdd.sock"),
 		"-A", "127.0.0.1", "-P", "0", "--log", "stdout"}
-	if d.usr != "" {
-		a = append(a, "-u", d.usr, "-g", d.usr)
-	}
-	return a
+	return append(a, "-u", d.as.user, "-g", d.as.group)
 }
 
 // supervise runs bfdd until Close (proxy/child: restarted with backoff,
@@ -194,7 +175,7 @@ func (d *Daemon) supervise() {
 
 func (d *Daemon) command() *exec.Cmd {
 	cmd := exec.Command(d.opts.Binary, d.args()...)
-	if d.uid >= 0 {
+	if d.as.switchTo {
 		// Started as frr already, with the capabilities bfdd keeps
 		// (CAP_NET_BIND_SERVICE, CAP_NET_RAW, CAP_SYS_ADMIN), rather than
 		// letting bfdd switch users itself: a credential change clears the
@@ -202,7 +183,7 @@ func (d *Daemon) command() *exec.Cmd {
 		// keep telling the router the gateway is alive (and hold the BFD port
 		// against the next edgelb's bfdd). Go sets the signal after the switch.
 		cmd.SysProcAttr = &syscall.SysProcAttr{
-			Credential:  &syscall.Credential{Uid: uint32(d.uid), Gid: uint32(d.gid), Groups: d.groups},
+			Credential:  &syscall.Credential{Uid: uint32(d.as.uid), Gid: uint32(d.as.gid), Groups: d.as.groups},
 			AmbientCaps: []uintptr{unix.CAP_NET_BIND_SERVICE, unix.CAP_NET_RAW, unix.CAP_SYS_ADMIN},
 		}
 	}

@@ -1,10 +1,12 @@
 package preflight
 
 import (
+	"errors"
 	"fmt"
 	"os/exec"
 	"time"
 
+	"github.com/edgelb/edgelb/announce/bfdd"
 	"github.com/edgelb/edgelb/lb/config"
 	"github.com/edgelb/edgelb/proxy/hostcheck"
 )
@@ -14,13 +16,17 @@ import (
 // traffic with the default 90 s; BFD (300ms × 3) took the route away in
 // under a second in lab/ecmp.
 func bgpFailoverFindings(cfg *config.Config) []hostcheck.Finding {
-	return holdTimeFindings(cfg, func() error { _, err := exec.LookPath(bfddBinary); return err })
+	return holdTimeFindings(cfg, func() error {
+		if _, err := exec.LookPath(bfdd.DefaultBinary); err != nil {
+			return err
+		}
+		return bfdd.CheckPrivileges()
+	})
 }
 
-// bfddBinary is announce/bfdd.DefaultBinary (Debian's frr package).
-const bfddBinary = "/usr/lib/frr/bfdd"
-
-func holdTimeFindings(cfg *config.Config, bfddMissing func() error) []hostcheck.Finding {
+// holdTimeFindings: bfddProblem says why bfdd cannot run here (its binary,
+// or FRR's identity checks: bfdd.ErrPrivileges), nil when it can.
+func holdTimeFindings(cfg *config.Config, bfddProblem func() error) []hostcheck.Finding {
 	b := cfg.Announce.BGP
 	if b == nil {
 		return nil
@@ -31,7 +37,13 @@ func holdTimeFindings(cfg *config.Config, bfddMissing func() error) []hostcheck.
 		if p.BFD != nil {
 			if !checked {
 				checked = true
-				if err := bfddMissing(); err != nil {
+				err := bfddProblem()
+				switch {
+				case errors.Is(err, bfdd.ErrPrivileges):
+					out = append(out, hostcheck.Finding{Severity: hostcheck.Error, Code: "bgp-bfdd-privileges",
+						Message: fmt.Sprintf("announce.bgp.peers[%d] (%s) has BFD on, run by FRR's bfdd: %v", i, p.Name, err),
+						Fix:     "run edgelb as root, or as a user in group frrvty with CAP_NET_BIND_SERVICE, CAP_NET_RAW and CAP_SYS_ADMIN and capset allowed (README: \"BFD: who may run bfdd\")"})
+				case err != nil:
 					out = append(out, hostcheck.Finding{Severity: hostcheck.Error, Code: "bgp-bfdd-missing",
 						Message: fmt.Sprintf("announce.bgp.peers[%d] (%s) has BFD on, run by FRR's bfdd: %v", i, p.Name, err),
 						Fix:     "apt-get install frr  # only its bfdd is run, by edgelb; no FRR service needs enabling"})

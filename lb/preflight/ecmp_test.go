@@ -1,12 +1,14 @@
 package preflight
 
 import (
+	"fmt"
 	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
 
+	"github.com/edgelb/edgelb/announce/bfdd"
 	"github.com/edgelb/edgelb/lb/config"
 	"github.com/edgelb/edgelb/proxy/hostcheck"
 )
@@ -64,5 +66,10 @@ func TestHoldTimeFindings(t *testing.T) {
 	got = holdTimeFindings(cfg, func() error { return exec.ErrNotFound })
 	if len(got) != 2 || got[1].Code != "bgp-bfdd-missing" || got[1].Severity != hostcheck.Error {
 		t.Fatalf("bfdd missing: %+v", got)
+	}
+	got = holdTimeFindings(cfg, func() error { return fmt.Errorf("%w: not in frrvty", bfdd.ErrPrivileges) })
+	if len(got) != 2 || got[1].Code != "bgp-bfdd-privileges" || got[1].Severity != hostcheck.Error ||
+		!strings.Contains(got[1].Message, "peers[1] (192.0.2.2)") || !strings.Contains(got[1].Message, "not in frrvty") {
+		t.Fatalf("bfdd privileges: %+v", got)
 	}
 }
