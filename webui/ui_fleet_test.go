@@ -36,14 +36,7 @@ func TestUIFleet(t *testing.T) {
 	})
 	_, single := startServer(t, newFakeManager(), nil)
 
-	b, err := uitest.NewBrowser(t.TempDir(), 1366, 900, t.Logf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	if err := b.Open(fleet.URL + "/"); err != nil {
-		t.Fatal(err)
-	}
+	b := openPage(t, fleet.URL + "/")
 	v, err := b.WaitFleet(`!f.hidden && f.rows.length === 3`, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)

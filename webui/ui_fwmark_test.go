@@ -30,14 +30,7 @@ func TestUIFWMarkService(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, ts := startServer(t, m, nil)
-	b, err := uitest.NewBrowser(t.TempDir(), 1366, 900, t.Logf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	if err := b.Open(ts.URL + "/"); err != nil {
-		t.Fatal(err)
-	}
+	b := openPage(t, ts.URL + "/")
 	cell := func(name string) string {
 		return `(document.querySelector('#service-table tr[data-service="` + name + `"] td') || {}).textContent`
 	}

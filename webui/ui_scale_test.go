@@ -129,11 +129,7 @@ func TestUIScale1000(t *testing.T) {
 	go (&flowGen{src: src, frontend: netip.MustParseAddrPort("192.0.2.10:80"), rate: 10, lifetime: 4 * time.Second,
 		backends: []netip.AddrPort{netip.MustParseAddrPort("198.51.100.2:8080"), netip.MustParseAddrPort("198.51.100.3:8080")}}).run(gctx)
 
-	b, err := uitest.NewBrowser(t.TempDir(), 1366, 900, t.Logf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := newPage(t)
 	start := time.Now()
 	if err := b.Open(ts.URL + "/"); err != nil {
 		t.Fatal(err)

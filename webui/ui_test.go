@@ -58,11 +58,7 @@ func TestUIPage(t *testing.T) {
 		}
 	}()
 
-	b, err := uitest.NewBrowser(t.TempDir(), 1366, 900, t.Logf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := newPage(t)
 
 	start := time.Now()
 	if err := b.Open(ts.URL + "/"); err != nil {

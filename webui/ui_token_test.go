@@ -27,14 +27,7 @@ func TestUITokenPrompt(t *testing.T) {
 		o.Audit = someAudit()
 	})
 
-	b, err := uitest.NewBrowser(t.TempDir(), 1366, 900, t.Logf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	if err := b.Open(ts.URL + "/"); err != nil {
-		t.Fatal(err)
-	}
+	b := openPage(t, ts.URL + "/")
 	p, err := b.WaitTokenPrompt(true, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
