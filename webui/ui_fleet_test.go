@@ -36,7 +36,7 @@ func TestUIFleet(t *testing.T) {
 	})
 	_, single := startServer(t, newFakeManager(), nil)
 
-	b := openPage(t, fleet.URL + "/")
+	b := openPage(t, fleet.URL+"/")
 	v, err := b.WaitFleet(`!f.hidden && f.rows.length === 3`, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)

@@ -30,7 +30,7 @@ func TestUIFWMarkService(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, ts := startServer(t, m, nil)
-	b := openPage(t, ts.URL + "/")
+	b := openPage(t, ts.URL+"/")
 	cell := func(name string) string {
 		return `(document.querySelector('#service-table tr[data-service="` + name + `"] td') || {}).textContent`
 	}

@@ -27,7 +27,7 @@ func TestUITokenPrompt(t *testing.T) {
 		o.Audit = someAudit()
 	})
 
-	b := openPage(t, ts.URL + "/")
+	b := openPage(t, ts.URL+"/")
 	p, err := b.WaitTokenPrompt(true, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
