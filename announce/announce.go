@@ -116,8 +116,9 @@ type PeerState struct {
 
 // BFDState is one BFD session (RFC 5880) guarding a BGP session.
 type BFDState struct {
-	// State is up, down, init, shutdown (AdminDown), or unknown while the
-	// BFD daemon does not answer.
+	// State is up, down, init, shutdown (AdminDown), unknown while the
+	// BFD daemon does not answer, or unavailable where it cannot run (the
+	// diagnostic says why).
 	State    string `json:"state"`
 	Multihop bool   `json:"multihop"`
 	// Detect is the local detection setting, "300ms x 3".

@@ -2,6 +2,7 @@ package bfdd
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -219,3 +220,16 @@ func capsetProbe() error {
 	}
 	return unix.Capset(&hdr, &data[0])
 }
+
+// Unavailable is the Runner of a gateway where bfdd cannot run (err, from
+// Start: ErrPrivileges): it runs nothing and answers every read with err,
+// so each BFD peer shows StateUnavailable with the reason while BGP runs
+// on without BFD — the failure reported on what failed, not a gateway
+// that will not start.
+func Unavailable(err error) Runner { return unavailable{err} }
+
+type unavailable struct{ err error }
+
+func (unavailable) Set(context.Context, []Session) error      { return nil }
+func (u unavailable) States(context.Context) ([]State, error) { return nil, u.err }
+func (unavailable) Close() error                              { return nil }

@@ -90,6 +90,9 @@ const (
 	StateInit    = "init"
 	StateAdmin   = "shutdown"
 	StateUnknown = "unknown" // bfdd not running (yet), or the session not created
+	// StateUnavailable: bfdd cannot run on this gateway (Unavailable); the
+	// diagnostic says why.
+	StateUnavailable = "unavailable"
 )
 
 // State is one session's state and counters, read from bfdd in one pass.

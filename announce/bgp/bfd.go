@@ -2,6 +2,7 @@ package bgp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"time"
@@ -108,6 +109,9 @@ func (s *Speaker) onBFDStates(ctx context.Context, states []bfdd.State, err erro
 			// bfdd not answering: keep the counters, say we do not know.
 			st = p.bfd.State
 			st.Status = bfdd.StateUnknown
+			if errors.Is(err, bfdd.ErrPrivileges) { // it never will here: say why
+				st.Status, st.Diagnostic = bfdd.StateUnavailable, err.Error()
+			}
 		}
 		old := p.bfd.Status
 		p.bfd.State = st

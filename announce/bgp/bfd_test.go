@@ -3,6 +3,7 @@ package bgp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -54,6 +55,38 @@ func TestSpeakerBFDDownResetsSession(t *testing.T) {
 	if st := s.Status(); st.Peers[0].BFD == nil || st.Peers[0].BFD.Detect != "300ms x 3" {
 		t.Fatalf("status: %+v", st.Peers[0])
 	}
+}
+
+// Where bfdd cannot run (bfdd.Unavailable), BGP still comes up and every
+// BFD peer says so, with the reason, in its status and Detail; the BFD
+// gauge stays 0 (its alert fires).
+func TestSpeakerBFDUnavailable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("session test")
+	}
+	r := newTestRouter(t, 64513, routerPeer{addr: "127.0.0.1", asn: 64512})
+	why := fmt.Errorf("%w: edgelb runs as uid 61234, which /etc/passwd does not know", bfdd.ErrPrivileges)
+	reg := prometheus.NewRegistry()
+	s := newTestSpeaker(t, 64512, r, func(c *Config) {
+		c.BFD, c.BFDPoll, c.Registerer = bfdd.Unavailable(why), 10*time.Millisecond, reg
+		c.Peers[0].BFD = &BFD{}
+	})
+	if err := s.SetVIPs(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	waitEstablished(t, s)
+	p := waitPeer(t, s, "bfd unavailable", func(p PeerStatus) bool { return p.BFD != nil && p.BFD.State == bfdd.StateUnavailable })
+	detail := s.Status().Peers[0].Detail // what the page and edgelb status show
+	if p.BFD.Diagnostic != why.Error() || !strings.Contains(detail, "; BFD unavailable (300ms x 3): "+why.Error()) {
+		t.Fatalf("peer %+v, BFD %+v, detail %q", p, p.BFD, detail)
+	}
+	if v := testutil.ToFloat64(s.m.bfdUp.WithLabelValues("router")); v != 0 {
+		t.Fatalf("edgelb_bgp_bfd_session_up = %v", v)
+	}
+	if p.State != StateEstablished {
+		t.Fatalf("BGP session %s, want established without BFD", p.State)
+	}
+	t.Logf("detail: %s", detail)
 }
 
 func TestBFDConfig(t *testing.T) {

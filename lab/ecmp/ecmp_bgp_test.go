@@ -81,10 +81,19 @@ type proc struct {
 
 func start(t *testing.T, ns *netns.NS, name string, argv ...string) *proc {
 	t.Helper()
+	return startWith(t, ns, name, &syscall.SysProcAttr{}, argv...)
+}
+
+// startWith is start with the process's credentials and capabilities set
+// by attr (it dies with the test as well: Go sets the parent-death signal
+// after the credential switch).
+func startWith(t *testing.T, ns *netns.NS, name string, attr *syscall.SysProcAttr, argv ...string) *proc {
+	t.Helper()
 	p := &proc{name: name, log: &logbuf.Buffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(argv[0], argv[1:]...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	attr.Pdeathsig = syscall.SIGKILL
+	p.cmd.SysProcAttr = attr
 	p.cmd.Env = append(os.Environ(), "NOTIFY_SOCKET=")
 	if err := ns.Do(p.cmd.Start); err != nil {
 		t.Fatalf("start %s: %v", name, err)

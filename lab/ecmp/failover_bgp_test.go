@@ -363,7 +363,7 @@ func (l *lab) kill(i int) time.Time {
 	// edgelb's bfdd dies with it (parent-death signal): an orphan would
 	// answer for the dead gateway and hold the BFD port against the next.
 	deadline := time.Now().Add(10 * time.Second) // a hang guard
-	for l.bfddIn(l.gws[i]) > 0 {
+	for bfddIn(l.t, l.gws[i]) > 0 {
 		if time.Now().After(deadline) {
 			l.t.Fatalf("gw%d: bfdd still runs 10 s after edgelb was killed", i+1)
 		}
@@ -373,10 +373,10 @@ func (l *lab) kill(i int) time.Time {
 }
 
 // bfddIn counts the bfdd processes in a namespace.
-func (l *lab) bfddIn(ns *netns.NS) int {
+func bfddIn(t *testing.T, ns *netns.NS) int {
 	var st unix.Stat_t
 	if err := unix.Fstat(int(ns.Handle()), &st); err != nil {
-		l.t.Fatal(err)
+		t.Fatal(err)
 	}
 	want := fmt.Sprintf("net:[%d]", st.Ino)
 	procs, _ := filepath.Glob("/proc/[0-9]*")

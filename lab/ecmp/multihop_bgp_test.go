@@ -39,8 +39,66 @@ var (
 )
 
 func TestBGPBFDMultihop(t *testing.T) {
+	m := newMultihop(t)
+	start(t, m.gw, "edgelb", edgelbBinary(t), "run", "--config", m.config(t, 0, 0))
+
+	m.wait("BGP and multihop BFD up", 60*time.Second, func(p announce.PeerState, f frrBFD) bool {
+		return p.State == "Established" && p.BFD != nil && p.BFD.State == "up" && p.BFD.Multihop && f.Status == "up" && f.Multihop && m.routed()
+	})
+	p, _ := m.peer()
+	t.Logf("up: edgelb %s %s, bfd %+v; FRR bfd %+v", p.State, p.Detail, *p.BFD, m.frr.bfd())
+
+	// Cut the path in the middle: the middle router drops everything it
+	// would forward. Every link stays up, so neither end can tell from its
+	// interfaces: only BFD (or, 90 s later, the hold time) notices.
+	cutPath := func(cut bool) {
+		t.Helper()
+		script := "table ip cut { chain dropall { type filter hook forward priority 0; policy drop; }; }\n"
+		if !cut {
+			script = "delete table ip cut\n"
+		}
+		cmd := m.mid.Command(t.Context(), "nft", "-f", "-")
+		cmd.Stdin = strings.NewReader(script)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("nft in mid: %v %s", err, out)
+		}
+	}
+	cutPath(true)
+	cut := time.Now()
+	for m.routed() {
+		if time.Since(cut) > 60*time.Second {
+			t.Fatal("FRR still routes to the VIP 60 s after the path was cut")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	routerGone := time.Since(cut)
+	m.wait("edgelb sees BFD down and resets BGP", 10*time.Second, func(p announce.PeerState, f frrBFD) bool {
+		return p.BFD != nil && p.BFD.State == "down" && p.BFD.Downs >= 1 && p.State != "Established"
+	})
+	gwDown := time.Since(cut)
+	p, _ = m.peer()
+	t.Logf("MEASURED bfd-multihop path_cut route_gone_ms=%d gateway_bfd_down_and_bgp_reset_ms=%d (hold time 90 s)", routerGone.Milliseconds(), gwDown.Milliseconds())
+	t.Logf("down: edgelb %s %q, bfd %+v; FRR bfd %+v", p.State, p.Detail, *p.BFD, m.frr.bfd())
+	if gwDown > 10*time.Second || routerGone > 10*time.Second {
+		t.Errorf("multihop BFD did not take the session down: router %s, gateway %s", routerGone, gwDown)
+	}
+
+	cutPath(false)
+	m.wait("back up with the path", 60*time.Second, func(p announce.PeerState, f frrBFD) bool {
+		return p.State == "Established" && p.BFD != nil && p.BFD.State == "up" && f.Status == "up" && m.routed()
+	})
+}
+
+// multihop is TestBGPBFDMultihop's topology with FRR running in r.
+type multihop struct {
+	t          *testing.T
+	r, mid, gw *netns.NS
+	frr        multihopFRR
+}
+
+func newMultihop(t *testing.T) *multihop {
+	t.Helper()
 	netns.RequireRoot(t)
-	exe := edgelbBinary(t)
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -60,11 +118,29 @@ func TestBGPBFDMultihop(t *testing.T) {
 	must(gw.AddAddr("eth0", mhGW))
 	must(r.AddRoute(netip.MustParsePrefix("10.61.0.0/24"), mhMidR.Addr()))
 	must(gw.AddRoute(netip.MustParsePrefix("0.0.0.0/0"), mhMidG.Addr()))
+	return &multihop{t: t, r: r, mid: mid, gw: gw, frr: startMultihopFRR(t, r)}
+}
 
-	frr := startMultihopFRR(t, r)
-	dir := t.TempDir()
+// config writes the gateway's config (BFD on its one peer) and a state
+// directory owned by uid:gid, the user edgelb runs as.
+func (m *multihop) config(t *testing.T, uid, gid int) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "edgelb-mh-gw-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	state := filepath.Join(dir, "state")
+	for _, d := range []string{dir, state} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(d, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cfg := filepath.Join(dir, "config.yaml")
-	must(os.WriteFile(cfg, []byte(fmt.Sprintf(`pools:
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`pools:
   - name: mh
     addresses: ["10.99.1.10-10.99.1.20"]
 services:
@@ -92,95 +168,56 @@ api:
   listen: 127.0.0.1:8080
 state:
   dir: %s
-`, mhGW.Addr(), mhRouter.Addr(), mhGW.Addr(), mhGW.Addr(), filepath.Join(dir, "state"))), 0o600))
-	start(t, gw, "edgelb", exe, "run", "--config", cfg)
+`, mhGW.Addr(), mhRouter.Addr(), mhGW.Addr(), mhGW.Addr(), state)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
 
-	peer := func() (announce.PeerState, error) {
-		resp, err := gw.HTTPClient(5 * time.Second).Get("http://127.0.0.1:8080/api/v1/announce")
-		if err != nil {
-			return announce.PeerState{}, err
+// peer is the gateway's one BGP peer as its REST API reports it.
+func (m *multihop) peer() (announce.PeerState, error) {
+	resp, err := m.gw.HTTPClient(5 * time.Second).Get("http://127.0.0.1:8080/api/v1/announce")
+	if err != nil {
+		return announce.PeerState{}, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var sts []announce.Status
+	if err := json.Unmarshal(b, &sts); err != nil {
+		return announce.PeerState{}, fmt.Errorf("%w: %.300s", err, b)
+	}
+	for _, s := range sts {
+		if s.Kind == "bgp" && len(s.Peers) == 1 {
+			return s.Peers[0], nil
 		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		var sts []announce.Status
-		if err := json.Unmarshal(b, &sts); err != nil {
-			return announce.PeerState{}, fmt.Errorf("%w: %.300s", err, b)
-		}
-		for _, s := range sts {
-			if s.Kind == "bgp" && len(s.Peers) == 1 {
-				return s.Peers[0], nil
+	}
+	return announce.PeerState{}, fmt.Errorf("no bgp peer in %.300s", b)
+}
+
+// wait polls the gateway's peer and FRR's BFD session until ok.
+func (m *multihop) wait(what string, within time.Duration, ok func(announce.PeerState, frrBFD) bool) time.Duration {
+	m.t.Helper()
+	t0 := time.Now()
+	var p announce.PeerState
+	var f frrBFD
+	for time.Since(t0) < within {
+		var err error
+		if p, err = m.peer(); err == nil {
+			f = m.frr.bfd()
+			if ok(p, f) {
+				return time.Since(t0)
 			}
 		}
-		return announce.PeerState{}, fmt.Errorf("no bgp peer in %.300s", b)
+		time.Sleep(50 * time.Millisecond)
 	}
-	wait := func(what string, within time.Duration, ok func(announce.PeerState, frrBFD) bool) time.Duration {
-		t.Helper()
-		t0 := time.Now()
-		var p announce.PeerState
-		var f frrBFD
-		for time.Since(t0) < within {
-			var err error
-			if p, err = peer(); err == nil {
-				f = frr.bfd()
-				if ok(p, f) {
-					return time.Since(t0)
-				}
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		t.Fatalf("%s: not within %s: edgelb %+v bfd %+v; FRR bfd %+v", what, within, p, p.BFD, f)
-		return 0
-	}
-	routed := func() bool {
-		out, _ := r.Exec(t.Context(), "ip", "route", "show", "10.99.1.10/32")
-		return len(out) > 0
-	}
+	m.t.Fatalf("%s: not within %s: edgelb %+v bfd %+v; FRR bfd %+v", what, within, p, p.BFD, f)
+	return 0
+}
 
-	wait("BGP and multihop BFD up", 60*time.Second, func(p announce.PeerState, f frrBFD) bool {
-		return p.State == "Established" && p.BFD != nil && p.BFD.State == "up" && p.BFD.Multihop && f.Status == "up" && f.Multihop && routed()
-	})
-	p, _ := peer()
-	t.Logf("up: edgelb %s %s, bfd %+v; FRR bfd %+v", p.State, p.Detail, *p.BFD, frr.bfd())
-
-	// Cut the path in the middle: the middle router drops everything it
-	// would forward. Every link stays up, so neither end can tell from its
-	// interfaces: only BFD (or, 90 s later, the hold time) notices.
-	cutPath := func(cut bool) {
-		t.Helper()
-		script := "table ip cut { chain dropall { type filter hook forward priority 0; policy drop; }; }\n"
-		if !cut {
-			script = "delete table ip cut\n"
-		}
-		cmd := mid.Command(t.Context(), "nft", "-f", "-")
-		cmd.Stdin = strings.NewReader(script)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("nft in mid: %v %s", err, out)
-		}
-	}
-	cutPath(true)
-	cut := time.Now()
-	for routed() {
-		if time.Since(cut) > 60*time.Second {
-			t.Fatal("FRR still routes to the VIP 60 s after the path was cut")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	routerGone := time.Since(cut)
-	wait("edgelb sees BFD down and resets BGP", 10*time.Second, func(p announce.PeerState, f frrBFD) bool {
-		return p.BFD != nil && p.BFD.State == "down" && p.BFD.Downs >= 1 && p.State != "Established"
-	})
-	gwDown := time.Since(cut)
-	p, _ = peer()
-	t.Logf("MEASURED bfd-multihop path_cut route_gone_ms=%d gateway_bfd_down_and_bgp_reset_ms=%d (hold time 90 s)", routerGone.Milliseconds(), gwDown.Milliseconds())
-	t.Logf("down: edgelb %s %q, bfd %+v; FRR bfd %+v", p.State, p.Detail, *p.BFD, frr.bfd())
-	if gwDown > 10*time.Second || routerGone > 10*time.Second {
-		t.Errorf("multihop BFD did not take the session down: router %s, gateway %s", routerGone, gwDown)
-	}
-
-	cutPath(false)
-	wait("back up with the path", 60*time.Second, func(p announce.PeerState, f frrBFD) bool {
-		return p.State == "Established" && p.BFD != nil && p.BFD.State == "up" && f.Status == "up" && routed()
-	})
+// routed: FRR has the VIP's route.
+func (m *multihop) routed() bool {
+	out, _ := m.r.Exec(m.t.Context(), "ip", "route", "show", "10.99.1.10/32")
+	return len(out) > 0
 }
 
 type frrBFD struct {

@@ -40,8 +40,12 @@ func holdTimeFindings(cfg *config.Config, bfddProblem func() error) []hostcheck.
 				err := bfddProblem()
 				switch {
 				case errors.Is(err, bfdd.ErrPrivileges):
-					out = append(out, hostcheck.Finding{Severity: hostcheck.Error, Code: "bgp-bfdd-privileges",
-						Message: fmt.Sprintf("announce.bgp.peers[%d] (%s) has BFD on, run by FRR's bfdd: %v", i, p.Name, err),
+					// A warning, not a refusal: BGP runs without BFD and each
+					// BFD peer says "unavailable" with this reason. Earlier
+					// versions ran so silently under the packaged unit, so
+					// refusing now would turn an upgrade into an outage.
+					out = append(out, hostcheck.Finding{Severity: hostcheck.Warn, Code: "bgp-bfdd-privileges",
+						Message: fmt.Sprintf("announce.bgp.peers[%d] (%s) has BFD on, but BGP will run without it: FRR's bfdd cannot run as this user: %v", i, p.Name, err),
 						Fix:     "run edgelb as root, or as a user in group frrvty with CAP_NET_BIND_SERVICE, CAP_NET_RAW and CAP_SYS_ADMIN and capset allowed (README: \"BFD: who may run bfdd\")"})
 				case err != nil:
 					out = append(out, hostcheck.Finding{Severity: hostcheck.Error, Code: "bgp-bfdd-missing",

@@ -68,7 +68,7 @@ func TestHoldTimeFindings(t *testing.T) {
 		t.Fatalf("bfdd missing: %+v", got)
 	}
 	got = holdTimeFindings(cfg, func() error { return fmt.Errorf("%w: not in frrvty", bfdd.ErrPrivileges) })
-	if len(got) != 2 || got[1].Code != "bgp-bfdd-privileges" || got[1].Severity != hostcheck.Error ||
+	if len(got) != 2 || got[1].Code != "bgp-bfdd-privileges" || got[1].Severity != hostcheck.Warn ||
 		!strings.Contains(got[1].Message, "peers[1] (192.0.2.2)") || !strings.Contains(got[1].Message, "not in frrvty") {
 		t.Fatalf("bfdd privileges: %+v", got)
 	}

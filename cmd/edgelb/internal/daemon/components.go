@@ -157,10 +157,21 @@ func newBGP(c *config.BGP, log *slog.Logger, reg prometheus.Registerer) (announc
 		// bfdd's own directory (a temporary one): bfdd drops to the frr
 		// user, who cannot enter edgelb's private state directory.
 		d, err := bfdd.Start(bfdd.Options{Logger: log})
-		if err != nil {
+		switch {
+		case errors.Is(err, bfdd.ErrPrivileges):
+			// FRR would refuse the identity edgelb can give bfdd (the
+			// packaged unit). Earlier versions ran BGP without BFD here,
+			// silently; refusing to start now would turn an upgrade into
+			// an outage. So BGP runs, every BFD peer shows "unavailable"
+			// with this reason (status, page, edgelb_bgp_bfd_session_up 0
+			// and its alert), and edgelb check reports the same error.
+			log.Error("bfd cannot run on this gateway: BGP runs without it", "err", err)
+			bc.BFD = bfdd.Unavailable(err)
+		case err != nil:
 			return nil, err
+		default:
+			bc.BFD = d
 		}
-		bc.BFD = d
 	}
 	s, err := bgp.New(bc)
 	if err != nil && bc.BFD != nil {
