@@ -59,6 +59,16 @@ func newDataplane(cfg *config.Config, log *slog.Logger) (proxy.Dataplane, proxy.
 			if err := conntrack.EnableAccounting(0); err != nil {
 				log.Warn("conntrack accounting unavailable: flows will show no byte counts", "err", err)
 			}
+			// A segment outside the TCP window (a late retransmission,
+			// reordering under load) is invalid to strict window tracking,
+			// and NAT skips invalid packets: a backend's reply then reaches
+			// the gateway (SNAT) or the client untranslated, and the RST
+			// that answers it resets the connection (kubernetes#74839).
+			// Liberal tracking keeps such a segment in its connection, where
+			// the endpoints' TCP drops it (TestNetnsOutOfWindowSegment).
+			if err := writeSysctl("net.netfilter.nf_conntrack_tcp_be_liberal", "1"); err != nil {
+				log.Warn("an out-of-window TCP segment from a backend will reset its connection", "err", err)
+			}
 		}
 		opts := nft.Options{Log: log.With("dataplane", "nftables")}
 		if l2 := cfg.Announce.L2; l2 != nil {
