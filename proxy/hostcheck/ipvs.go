@@ -22,6 +22,7 @@ var IPVSSysctls = []Sysctl{
 	{"net.ipv4.ip_forward", "1", "the gateway forwards client traffic to the backends"},
 	{"net.ipv4.conf.all.arp_ignore", "1", "the kernel answers ARP only for addresses on the receiving interface, not for VIPs on the IPVS device"},
 	{"net.ipv4.conf.all.arp_announce", "2", "ARP requests use the best local source address, never a VIP"},
+	{"net.netfilter.nf_conntrack_tcp_be_liberal", "1", "a TCP segment outside the window stays in its connection instead of reaching the gateway untranslated and resetting it"},
 }
 
 // Finding codes of CheckIPVSSysctls.

@@ -47,8 +47,12 @@ type Sysctl struct{ Key, Value string }
 // Sysctls are what IPVS needs (systemd/sysctl.d/90-edgelb.conf ships the same):
 // conntrack entries for IPVS connections (the nftables masquerade needs
 // them), connections to deleted or quiesced servers expire at once, the
-// gateway forwards, and the kernel answers ARP only for addresses of the
-// receiving interface — never for the VIPs on edgelb0.
+// gateway forwards, the kernel answers ARP only for addresses of the
+// receiving interface — never for the VIPs on edgelb0 — and a TCP segment
+// outside the window stays in its connection: invalid, it would miss the
+// masquerade's reverse translation, reach the gateway itself and be answered
+// with a RST that resets the connection (kubernetes#74839; ip_vs loads
+// nf_conntrack, so the key exists).
 var Sysctls = []Sysctl{
 	{"net.ipv4.vs.conntrack", "1"},
 	{"net.ipv4.vs.expire_nodest_conn", "1"},
@@ -56,6 +60,7 @@ var Sysctls = []Sysctl{
 	{"net.ipv4.ip_forward", "1"},
 	{"net.ipv4.conf.all.arp_ignore", "1"},
 	{"net.ipv4.conf.all.arp_announce", "2"},
+	{"net.netfilter.nf_conntrack_tcp_be_liberal", "1"},
 }
 
 func sysctlPath(key string) string { return "/proc/sys/" + strings.ReplaceAll(key, ".", "/") }
