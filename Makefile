@@ -187,6 +187,7 @@ install: build
 	install -D -m 0644 systemd/sysctl.d/90-edgelb.conf $(DESTDIR)/etc/sysctl.d/90-edgelb.conf
 	install -D -m 0644 systemd/modules-load.d/edgelb.conf $(DESTDIR)/etc/modules-load.d/edgelb.conf
 	[ -e $(DESTDIR)/etc/edgelb/config.yaml ] || install -D -m 0644 systemd/config.example.yaml $(DESTDIR)/etc/edgelb/config.yaml
+	install -D -m 0644 systemd/edgelb-bfd.conf $(DESTDIR)/usr/local/share/doc/edgelb/examples/edgelb-bfd.conf
 
 clean:
 	rm -rf bin

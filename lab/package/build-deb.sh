@@ -28,6 +28,7 @@ install -D -m 0644 "$top/systemd/sysctl.d/90-edgelb.conf" "$r/usr/lib/sysctl.d/9
 install -D -m 0644 "$top/systemd/modules-load.d/edgelb.conf" "$r/usr/lib/modules-load.d/edgelb.conf"
 install -D -m 0644 "$top/systemd/config.example.yaml" "$r/etc/edgelb/config.yaml"
 install -D -m 0644 "$top/systemd/config.example.yaml" "$r/usr/share/doc/edgelb/examples/config.yaml"
+install -D -m 0644 "$top/systemd/edgelb-bfd.conf" "$r/usr/share/doc/edgelb/examples/edgelb-bfd.conf"
 install -D -m 0644 "$top/README.md" "$r/usr/share/doc/edgelb/README.md"
 install -D -m 0644 "$here/debian/copyright" "$r/usr/share/doc/edgelb/copyright"
 install -D -m 0644 "$here/debian/lintian-overrides" "$r/usr/share/lintian/overrides/edgelb"

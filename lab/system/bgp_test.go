@@ -123,6 +123,7 @@ func TestSystemBGP(t *testing.T) {
 	t.Logf("MEASURED system-bgp route_ms=%d withdraw_ms=%d", route.Milliseconds(), withdraw.Milliseconds())
 
 	systemBFD(t, g, dir, web)
+	systemBFDDropIn(t, g, dir)
 }
 
 // systemBFD: the unit started again with BFD on the peer. A known limit,
@@ -184,6 +185,65 @@ func systemBFD(t *testing.T, g *gateway, dir string, web svc) {
 		t.Errorf("the BGP route is not in FRR's table with BFD unavailable: %s", g.statusText())
 	}
 	t.Logf("known limit: BFD under the packaged unit: %s %q; the BGP route without BFD in FRR's table: %v", got.State, got.Diagnostic, route)
+}
+
+// systemBFDDropIn: the drop-in the package ships for BFD
+// (systemd/edgelb-bfd.conf, installed as an example), applied with the
+// steps its own header lists — read from the installed file, so the text an
+// operator follows is what runs here. BFD then comes up at both ends under
+// systemd, edgelb runs as the new system user, and the state directory
+// moved from DynamicUser's private tree to that user.
+func systemBFDDropIn(t *testing.T, g *gateway, dir string) {
+	t.Helper()
+	const example = "/usr/share/doc/edgelb/examples/edgelb-bfd.conf"
+	text := g.must("cat", example)
+	var steps []string
+	for _, l := range strings.Split(text, "\n") {
+		if cmd, ok := strings.CutPrefix(l, "#   "); ok {
+			steps = append(steps, cmd)
+		}
+	}
+	if len(steps) < 3 {
+		t.Fatalf("%s lists %d steps: %q", example, len(steps), steps)
+	}
+	for _, cmd := range steps {
+		g.must("sh", "-ec", cmd)
+	}
+	type bfdState struct {
+		State string `json:"state"`
+	}
+	var sts []struct {
+		Kind  string `json:"kind"`
+		Peers []struct {
+			BFD *bfdState `json:"bfd"`
+		} `json:"peers"`
+	}
+	peer := front(1).Addr().String()
+	state := ""
+	if !waitFor(60*time.Second, func() bool {
+		state = ""
+		if g.api("/announce", &sts) == nil {
+			for _, st := range sts {
+				if st.Kind == "bgp" && len(st.Peers) == 1 && st.Peers[0].BFD != nil {
+					state = st.Peers[0].BFD.State
+				}
+			}
+		}
+		return state == "up" && bfdUp(dir, peer)
+	}) {
+		t.Fatalf("BFD with the drop-in: edgelb's %q, FRR's up=%v 60 s after the steps %q:\n%s", state, bfdUp(dir, peer), steps, g.statusText())
+	}
+	user := strings.TrimSpace(g.must("systemctl", "show", "-P", "User", "edgelb"))
+	owner := strings.TrimSpace(g.must("stat", "-c", "%U", "/var/lib/edgelb/"))
+	if user != "edgelb" || owner != "edgelb" {
+		t.Errorf("with the drop-in: unit User=%q, /var/lib/edgelb owned by %q, want edgelb for both", user, owner)
+	}
+	// The state moved, not started afresh: the database DynamicUser's unit
+	// wrote is in the plain directory, and the private tree is gone.
+	if out, err := g.run("sh", "-c", "test -L /var/lib/edgelb && echo symlink; test -f /var/lib/edgelb/edgelb.db && echo db; test -e /var/lib/private/edgelb && echo private; true"); err != nil || strings.Fields(out)[0] != "db" || strings.Contains(out, "private") {
+		t.Errorf("state directory after the switch: %q (%v), want the database in a plain /var/lib/edgelb and no private copy", out, err)
+	}
+	t.Logf("the shipped drop-in (%d steps from its header): BFD up at edgelb and at FRR, User=%s, state directory owned by %s", len(steps), user, owner)
 }
 
 // bfdUp: FRR's bfdd has an up session with peer.
