@@ -12,9 +12,9 @@ type Sysctl struct {
 	Why  string
 }
 
-// IPVSSysctls are the settings the IPVS dataplane needs. The IPVS dataplane
-// sets them at start (and systemd/sysctl.d ships them); CheckIPVSSysctls
-// reports how the namespace stands.
+// IPVSSysctls are the settings the IPVS dataplane needs: the one list the
+// dataplane writes at start (proxy/ipvs setSysctls), CheckIPVSSysctls
+// reports and systemd/sysctl.d ships.
 var IPVSSysctls = []Sysctl{
 	{"net.ipv4.vs.conntrack", "1", "IPVS connections must have conntrack entries so the nftables SNAT applies to them"},
 	{"net.ipv4.vs.expire_nodest_conn", "1", "connections to a deleted real server are dropped at once instead of hanging"},

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/vishvananda/netns"
+
+	"github.com/edgelb/edgelb/proxy/hostcheck"
 )
 
 // inNS runs fn on a thread switched into ns (or in place when ns is not
@@ -41,40 +43,21 @@ func inNS(ns netns.NsHandle, fn func() error) error {
 	return <-errc
 }
 
-// Sysctl is a setting the IPVS dataplane writes at start.
-type Sysctl struct{ Key, Value string }
-
-// Sysctls are what IPVS needs (systemd/sysctl.d/90-edgelb.conf ships the same):
-// conntrack entries for IPVS connections (the nftables masquerade needs
-// them), connections to deleted or quiesced servers expire at once, the
-// gateway forwards, the kernel answers ARP only for addresses of the
-// receiving interface — never for the VIPs on edgelb0 — and a TCP segment
-// outside the window stays in its connection: invalid, it would miss the
-// masquerade's reverse translation, reach the gateway itself and be answered
-// with a RST that resets the connection (kubernetes#74839; ip_vs loads
-// nf_conntrack, so the key exists).
-var Sysctls = []Sysctl{
-	{"net.ipv4.vs.conntrack", "1"},
-	{"net.ipv4.vs.expire_nodest_conn", "1"},
-	{"net.ipv4.vs.expire_quiescent_template", "1"},
-	{"net.ipv4.ip_forward", "1"},
-	{"net.ipv4.conf.all.arp_ignore", "1"},
-	{"net.ipv4.conf.all.arp_announce", "2"},
-	{"net.netfilter.nf_conntrack_tcp_be_liberal", "1"},
-}
-
 func sysctlPath(key string) string { return "/proc/sys/" + strings.ReplaceAll(key, ".", "/") }
 
-// setSysctls writes Sysctls inside ns, skipping values already right.
+// setSysctls writes what IPVS needs inside ns, skipping values already
+// right: hostcheck.IPVSSysctls, the one list `edgelb check` reports and
+// systemd/sysctl.d/90-edgelb.conf ships (why each: its Why; ip_vs loads
+// nf_conntrack, so nf_conntrack_tcp_be_liberal exists).
 func setSysctls(ns netns.NsHandle) error {
 	return inNS(ns, func() error {
-		for _, s := range Sysctls {
-			p := sysctlPath(s.Key)
-			if b, err := os.ReadFile(p); err == nil && strings.TrimSpace(string(b)) == s.Value {
+		for _, s := range hostcheck.IPVSSysctls {
+			p := sysctlPath(s.Name)
+			if b, err := os.ReadFile(p); err == nil && strings.TrimSpace(string(b)) == s.Want {
 				continue
 			}
-			if err := os.WriteFile(p, []byte(s.Value), 0o644); err != nil {
-				return fmt.Errorf("ipvs: set sysctl %s=%s: %w", s.Key, s.Value, err)
+			if err := os.WriteFile(p, []byte(s.Want), 0o644); err != nil {
+				return fmt.Errorf("ipvs: set sysctl %s=%s: %w", s.Name, s.Want, err)
 			}
 		}
 		return nil
