@@ -45,6 +45,10 @@ var ErrPrivileges = errors.New("bfdd (FRR) would refuse to start")
 // vtyGroup is the group FRR's Debian build requires of its daemons' user.
 const vtyGroup = "frrvty"
 
+// DropIn is the package's example drop-in that lets the unit run bfdd
+// (systemd/edgelb-bfd.conf; its header lists the steps).
+const DropIn = "/usr/share/doc/edgelb/examples/edgelb-bfd.conf"
+
 // frrUser is who a root edgelb runs bfdd as (Debian's frr package).
 const frrUser = "frr"
 
@@ -113,7 +117,7 @@ func (id identity) plan(db users) (runAs, error) {
 	var probs []string
 	self, err := db.LookupID(strconv.Itoa(id.uid))
 	if err != nil {
-		return runAs{}, fmt.Errorf("%w: edgelb runs as uid %d, which /etc/passwd does not know (systemd DynamicUser=yes?): FRR checks its user's groups by name", ErrPrivileges, id.uid)
+		return runAs{}, fmt.Errorf("%w: edgelb runs as uid %d, which /etc/passwd does not know (systemd DynamicUser=yes?): FRR checks its user's groups by name; under the packaged unit apply the drop-in %s", ErrPrivileges, id.uid, DropIn)
 	}
 	u := self
 	switchTo := false

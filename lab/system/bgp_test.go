@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgelb/edgelb/announce/bfdd"
 	"github.com/edgelb/edgelb/lab/frr"
 	"github.com/edgelb/edgelb/lab/netns"
 )
@@ -195,7 +196,7 @@ func systemBFD(t *testing.T, g *gateway, dir string, web svc) {
 // moved from DynamicUser's private tree to that user.
 func systemBFDDropIn(t *testing.T, g *gateway, dir string) {
 	t.Helper()
-	const example = "/usr/share/doc/edgelb/examples/edgelb-bfd.conf"
+	example := bfdd.DropIn // where the package installs it; the error names it
 	text := g.must("cat", example)
 	var steps []string
 	for _, l := range strings.Split(text, "\n") {

@@ -46,7 +46,7 @@ func holdTimeFindings(cfg *config.Config, bfddProblem func() error) []hostcheck.
 					// refusing now would turn an upgrade into an outage.
 					out = append(out, hostcheck.Finding{Severity: hostcheck.Warn, Code: "bgp-bfdd-privileges",
 						Message: fmt.Sprintf("announce.bgp.peers[%d] (%s) has BFD on, but BGP will run without it: FRR's bfdd cannot run as this user: %v", i, p.Name, err),
-						Fix:     "under the packaged unit: the drop-in /usr/share/doc/edgelb/examples/edgelb-bfd.conf, whose header lists the steps; otherwise run edgelb as root, or as a user in group frrvty with CAP_NET_BIND_SERVICE, CAP_NET_RAW and CAP_SYS_ADMIN and capset allowed (README: \"BFD: who may run bfdd\")"})
+						Fix:     "under the packaged unit: the drop-in " + bfdd.DropIn + ", whose header lists the steps; otherwise run edgelb as root, or as a user in group frrvty with CAP_NET_BIND_SERVICE, CAP_NET_RAW and CAP_SYS_ADMIN and capset allowed (README: \"BFD: who may run bfdd\")"})
 				case err != nil:
 					out = append(out, hostcheck.Finding{Severity: hostcheck.Error, Code: "bgp-bfdd-missing",
 						Message: fmt.Sprintf("announce.bgp.peers[%d] (%s) has BFD on, run by FRR's bfdd: %v", i, p.Name, err),
