@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgelb/edgelb/announce"
 	"github.com/edgelb/edgelb/announce/bfdd"
 	"github.com/edgelb/edgelb/lab/frr"
 	"github.com/edgelb/edgelb/lab/netns"
@@ -141,26 +142,9 @@ func systemBFD(t *testing.T, g *gateway, dir string, web svc) {
 	since := time.Now()
 	g.must("systemctl", "start", "edgelb")
 	const why = "which /etc/passwd does not know"
-	type bfdState struct {
-		State      string `json:"state"`
-		Diagnostic string `json:"diagnostic"`
-	}
-	var sts []struct {
-		Kind  string `json:"kind"`
-		Peers []struct {
-			BFD *bfdState `json:"bfd"`
-		} `json:"peers"`
-	}
-	var got bfdState
+	var got announce.BFDState
 	if !waitFor(30*time.Second, func() bool {
-		if g.api("/announce", &sts) != nil {
-			return false
-		}
-		for _, st := range sts {
-			if st.Kind == "bgp" && len(st.Peers) == 1 && st.Peers[0].BFD != nil {
-				got = *st.Peers[0].BFD
-			}
-		}
+		got = g.peerBFD()
 		return got.State == "unavailable"
 	}) {
 		if bfdUp(dir, front(1).Addr().String()) {
@@ -210,26 +194,10 @@ func systemBFDDropIn(t *testing.T, g *gateway, dir string) {
 	for _, cmd := range steps {
 		g.must("sh", "-ec", cmd)
 	}
-	type bfdState struct {
-		State string `json:"state"`
-	}
-	var sts []struct {
-		Kind  string `json:"kind"`
-		Peers []struct {
-			BFD *bfdState `json:"bfd"`
-		} `json:"peers"`
-	}
 	peer := front(1).Addr().String()
 	state := ""
 	if !waitFor(60*time.Second, func() bool {
-		state = ""
-		if g.api("/announce", &sts) == nil {
-			for _, st := range sts {
-				if st.Kind == "bgp" && len(st.Peers) == 1 && st.Peers[0].BFD != nil {
-					state = st.Peers[0].BFD.State
-				}
-			}
-		}
+		state = g.peerBFD().State
 		return state == "up" && bfdUp(dir, peer)
 	}) {
 		t.Fatalf("BFD with the drop-in: edgelb's %q, FRR's up=%v 60 s after the steps %q:\n%s", state, bfdUp(dir, peer), steps, g.statusText())
@@ -245,6 +213,21 @@ func systemBFDDropIn(t *testing.T, g *gateway, dir string) {
 		t.Errorf("state directory after the switch: %q (%v), want the database in a plain /var/lib/edgelb and no private copy", out, err)
 	}
 	t.Logf("the shipped drop-in (%d steps from its header): BFD up at edgelb and at FRR, User=%s, state directory owned by %s", len(steps), user, owner)
+}
+
+// peerBFD is the BFD state of the gateway's one BGP peer as its REST API
+// reports it (zero while the API or the peer's BFD is not there yet).
+func (g *gateway) peerBFD() announce.BFDState {
+	var sts []announce.Status
+	if g.api("/announce", &sts) != nil {
+		return announce.BFDState{}
+	}
+	for _, st := range sts {
+		if st.Kind == "bgp" && len(st.Peers) == 1 && st.Peers[0].BFD != nil {
+			return *st.Peers[0].BFD
+		}
+	}
+	return announce.BFDState{}
 }
 
 // bfdUp: FRR's bfdd has an up session with peer.
