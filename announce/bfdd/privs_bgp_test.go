@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,27 +21,34 @@ import (
 // TestBGPBFDPrivileges runs Debian's real bfdd under identities a gateway
 // could give it and checks that plan (what Start and `edgelb check` use)
 // predicts each outcome: started, or refused at start. The identities are
-// set with setpriv(1) as systemd's User=, SupplementaryGroups= and
-// AmbientCapabilities= would set them. bfdd runs in a namespace of the
+// set as Go's exec sets them for edgelb's own children (Credential,
+// AmbientCaps), as systemd's User=, SupplementaryGroups= and
+// AmbientCapabilities= would. bfdd runs in a namespace of the
 // test's own (it binds the BFD ports).
 func TestBGPBFDPrivileges(t *testing.T) {
 	netns.RequireRoot(t)
-	for _, bin := range []string{DefaultBinary, "setpriv"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			t.Fatalf("%s: %v (lab/deps.sh bgp installs frr; setpriv is util-linux)", bin, err)
-		}
+	if _, err := exec.LookPath(DefaultBinary); err != nil {
+		t.Fatalf("%s: %v (lab/deps.sh bgp installs frr)", DefaultBinary, err)
 	}
 	ns := netns.NewT(t, "elb-bfdp")
-	const all = "net_bind_service,net_raw,sys_admin"
+	all, noAdmin := bfddCaps, bfddCaps[:2]
+	frrvty, err := osUsers{}.LookupGroup(vtyGroup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vty, _ := strconv.Atoi(frrvty.Gid)
+	own := []uint32(nil) // the user's groups from the database
 	for _, c := range []struct {
-		name, user, groups, caps string
+		name, user string
+		groups     []uint32 // the process's groups; own: the database's
+		caps       []capability
 	}{
-		{"a uid /etc/passwd does not know (DynamicUser=yes)", "61234", "-", all},
-		{"nobody with bfdd's capabilities", "nobody", "", all},
-		{"nobody with frrvty as a process group only", "nobody", "frrvty", all},
-		{"frr without CAP_SYS_ADMIN", "frr", "", "net_bind_service,net_raw"},
-		{"frr without capabilities", "frr", "", ""},
-		{"frr with bfdd's capabilities", "frr", "", all},
+		{"a uid /etc/passwd does not know (DynamicUser=yes)", "61234", []uint32{}, all},
+		{"nobody with bfdd's capabilities", "nobody", own, all},
+		{"nobody with frrvty as a process group only", "nobody", []uint32{uint32(vty)}, all},
+		{"frr without CAP_SYS_ADMIN", "frr", own, noAdmin},
+		{"frr without capabilities", "frr", own, nil},
+		{"frr with bfdd's capabilities", "frr", own, all},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			u, err := osUsers{}.Lookup(c.user)
@@ -50,16 +58,24 @@ func TestBGPBFDPrivileges(t *testing.T) {
 				t.Fatal(err)
 			}
 			uid, _ := strconv.Atoi(u.Uid)
-			id := identity{uid: uid}
-			for _, name := range strings.Split(c.caps, ",") {
-				for _, k := range bfddCaps {
-					if name != "" && "CAP_"+strings.ToUpper(name) == k.name {
-						id.ambient |= 1 << k.bit
-					}
+			gid, _ := strconv.Atoi(u.Gid)
+			groups := c.groups
+			if groups == nil {
+				gids, _ := u.GroupIds()
+				for _, g := range gids {
+					n, _ := strconv.Atoi(g)
+					groups = append(groups, uint32(n))
 				}
 			}
+			id := identity{uid: uid}
+			var ambient []uintptr
+			for _, k := range c.caps {
+				id.ambient |= 1 << k.bit
+				ambient = append(ambient, uintptr(k.bit))
+			}
+			attr := &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: groups}, AmbientCaps: ambient}
 			as, predicted := id.plan(osUsers{})
-			started, out := runBfddAs(t, ns, u.Uid, u.Gid, c.groups, c.caps, as)
+			started, out := runBfddAs(t, ns, attr, u.Uid, u.Gid, as)
 			t.Logf("plan: %v; bfdd: started=%v %s", predicted, started, out)
 			if started != (predicted == nil) {
 				t.Fatalf("plan says %v, the real bfdd started=%v: %s", predicted, started, out)
@@ -123,11 +139,11 @@ func TestBGPBFDPrivilegesRoot(t *testing.T) {
 	t.Logf("root: bfdd started as %s (uid %d, groups %v), vty up", as.user, as.uid, as.groups)
 }
 
-// runBfddAs starts bfdd as uid:gid with the given process groups ("": the
-// user's own, "-": none) and
-// ambient capabilities and reports whether it came up (its vty socket
-// appeared while it ran) or exited, with its output.
-func runBfddAs(t *testing.T, ns *netns.NS, uid, gid, groups, caps string, as runAs) (bool, string) {
+// runBfddAs starts bfdd with attr's credentials and ambient capabilities
+// (as systemd's User=, SupplementaryGroups= and AmbientCapabilities= set
+// them, and as Start would pass -u/-g) and reports whether it came up (its
+// vty socket appeared while it ran) or exited, with its output.
+func runBfddAs(t *testing.T, ns *netns.NS, attr *syscall.SysProcAttr, uid, gid string, as runAs) (bool, string) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "edgelb-bfdp-")
 	if err != nil {
@@ -137,37 +153,26 @@ func runBfddAs(t *testing.T, ns *netns.NS, uid, gid, groups, caps string, as run
 	if err := os.Chmod(dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	conf := filepath.Join(dir, "bfdd.conf")
-	if err := os.WriteFile(conf, []byte("!\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "bfdd.conf"), []byte("!\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	user, group := as.user, as.group
 	if user == "" { // refused by plan: -u/-g as Start would pass them
 		user, group = uid, gid
 	}
-	args := []string{"--reuid=" + uid, "--regid=" + gid}
-	switch groups {
-	case "": // the user's groups from the database
-		args = append(args, "--init-groups")
-	case "-": // a user the database does not know has none there
-		args = append(args, "--clear-groups")
-	default:
-		args = append(args, "--groups="+groups)
-	}
-	if caps != "" {
-		plus := "+" + strings.ReplaceAll(caps, ",", ",+")
-		args = append(args, "--inh-caps="+plus, "--ambient-caps="+plus)
-	}
 	d := &Daemon{opts: Options{Binary: DefaultBinary, Dir: dir}, as: runAs{user: user, group: group}}
-	args = append(append(args, DefaultBinary), d.args()...)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := ns.Command(ctx, "setpriv", args...)
+	cmd := exec.Command(DefaultBinary, d.args()...)
+	attr.Pdeathsig = syscall.SIGKILL
+	cmd.SysProcAttr = attr
 	var buf strings.Builder
 	cmd.Stdout, cmd.Stderr = &buf, &buf
-	if err := cmd.Start(); err != nil {
+	// Forked from the namespace's locked thread: bfdd binds its ports there.
+	if err := ns.Do(cmd.Start); err != nil {
 		t.Fatal(err)
 	}
+	defer cmd.Process.Kill()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	tk := time.NewTicker(20 * time.Millisecond)
