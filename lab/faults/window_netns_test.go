@@ -107,11 +107,15 @@ func oneOutOfWindow(t *testing.T, e *env, beNS *netns.NS, ln net.Listener, vip n
 	}
 	// The backend's view of the connection: the peer (the gateway's SNAT
 	// address and port) and both sides' next sequence numbers, from the
-	// segments its interface saw.
+	// segments its interface saw. The sniffer reads its socket on its own
+	// goroutine, so wait until it has taken in both lines: an earlier
+	// sequence number puts the gateway's RST outside the backend's exact
+	// match (RFC 5961 answers it with a challenge ACK) and the connection
+	// would survive for a reason that has nothing to do with be_liberal.
 	local, peer := s.LocalAddr().(*net.TCPAddr).AddrPort(), s.RemoteAddr().(*net.TCPAddr).AddrPort()
-	toBE, fromBE, ok := sn.last(local, peer, 5*time.Second)
+	toBE, fromBE, ok := sn.last(local, peer, len("ping\n"), len("pong\n"), 5*time.Second)
 	if !ok {
-		t.Fatalf("the backend's interface did not see the exchange between %s and %s", local, peer)
+		t.Fatalf("the backend's interface did not see both lines between %s and %s", local, peer)
 	}
 	seg := tcpSegment(fromBE.src, toBE.src, fromBE.next+1<<30, toBE.next, []byte("x"))
 	fd, err := rawSocket(beNS)
@@ -124,7 +128,10 @@ func oneOutOfWindow(t *testing.T, e *env, beNS *netns.NS, ln net.Listener, vip n
 	if err != nil {
 		t.Fatalf("send the segment: %v", err)
 	}
-	time.Sleep(500 * time.Millisecond)
+	// The gateway's RST, if one comes, arrives within microseconds; wait
+	// for it (or 2 s without one) rather than a fixed pause a busy machine
+	// could outrun.
+	sn.rstFrom(peer, local, 2*time.Second)
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	s.SetDeadline(time.Now().Add(10 * time.Second))
 	if err := exchange(s, cr, "after"); err != nil {
@@ -148,12 +155,14 @@ type sniffer struct {
 	fd   int
 	mu   sync.Mutex
 	segs map[[2]netip.AddrPort]uint32 // (src, dst) → next sequence
+	data map[[2]netip.AddrPort]int    // (src, dst) → payload bytes seen
+	rst  map[[2]netip.AddrPort]bool   // (src, dst) → a RST seen
 	done chan struct{}
 }
 
 func sniff(t *testing.T, ns *netns.NS, ifName string) *sniffer {
 	t.Helper()
-	sn := &sniffer{segs: map[[2]netip.AddrPort]uint32{}, done: make(chan struct{})}
+	sn := &sniffer{segs: map[[2]netip.AddrPort]uint32{}, data: map[[2]netip.AddrPort]int{}, rst: map[[2]netip.AddrPort]bool{}, done: make(chan struct{})}
 	err := ns.Do(func() error {
 		ifi, err := net.InterfaceByName(ifName)
 		if err != nil {
@@ -203,24 +212,43 @@ func (sn *sniffer) record(f []byte) {
 	}
 	sn.mu.Lock()
 	sn.segs[[2]netip.AddrPort{src, dst}] = next
+	sn.data[[2]netip.AddrPort{src, dst}] += payload
+	if tcp[13]&0x04 != 0 {
+		sn.rst[[2]netip.AddrPort{src, dst}] = true
+	}
 	sn.mu.Unlock()
 }
 
-// last returns the newest segment each way between local and peer.
-func (sn *sniffer) last(local, peer netip.AddrPort, within time.Duration) (toLocal, fromLocal seen, ok bool) {
+// last returns the newest segment each way between local and peer, once
+// at least in payload bytes came in and out went out.
+func (sn *sniffer) last(local, peer netip.AddrPort, in, out int, within time.Duration) (toLocal, fromLocal seen, ok bool) {
 	local, peer = netip.AddrPortFrom(local.Addr().Unmap(), local.Port()), netip.AddrPortFrom(peer.Addr().Unmap(), peer.Port())
 	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
 		sn.mu.Lock()
-		in, ok1 := sn.segs[[2]netip.AddrPort{peer, local}]
-		out, ok2 := sn.segs[[2]netip.AddrPort{local, peer}]
+		toNext, fromNext := sn.segs[[2]netip.AddrPort{peer, local}], sn.segs[[2]netip.AddrPort{local, peer}]
+		done := sn.data[[2]netip.AddrPort{peer, local}] >= in && sn.data[[2]netip.AddrPort{local, peer}] >= out
 		sn.mu.Unlock()
-		if ok1 && ok2 {
-			return seen{peer, in}, seen{local, out}, true
+		if done {
+			return seen{peer, toNext}, seen{local, fromNext}, true
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	return
+}
+
+// rstFrom reports whether a RST from src to dst was seen within the time.
+func (sn *sniffer) rstFrom(src, dst netip.AddrPort, within time.Duration) bool {
+	src, dst = netip.AddrPortFrom(src.Addr().Unmap(), src.Port()), netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		sn.mu.Lock()
+		seen := sn.rst[[2]netip.AddrPort{src, dst}]
+		sn.mu.Unlock()
+		if seen {
+			return true
+		}
+	}
+	return false
 }
 
 func (sn *sniffer) close() {
