@@ -50,7 +50,7 @@ func cleanup(ctx context.Context, path string, stdout io.Writer) error {
 	}
 	if err := ipvs.Available(); err != nil {
 		fmt.Fprintf(stdout, "ipvs: nothing to do (%v)\n", err)
-	} else if dp, err := ipvs.New(ipvs.Options{Device: dev, SkipSysctls: true}); err != nil {
+	} else if dp, err := ipvs.New(ipvs.Options{Device: dev}); err != nil {
 		errs = append(errs, fmt.Errorf("ipvs: %w", err))
 	} else {
 		if err := dp.Cleanup(ctx); err != nil {

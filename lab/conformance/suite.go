@@ -61,8 +61,8 @@ const (
 // Harness plugs one dataplane into the suite.
 type Harness struct {
 	// New builds the dataplane that programs topo.Gateway (e.g. opening its
-	// netlink sockets inside that namespace). The suite calls Cleanup and
-	// Close at the end.
+	// netlink sockets inside that namespace), setting its sysctls there. The
+	// suite calls Cleanup and Close at the end.
 	New func(t testing.TB, topo *Topology) proxy.Dataplane
 	// Tamper damages svc in the gateway's kernel by hand — over netlink, not
 	// through the dataplane — as an operator or another program might
@@ -134,6 +134,7 @@ func Run(t *testing.T, h Harness) {
 	if h.Caps.FWMark {
 		t.Run("FWMark", s.fwmark)
 	}
+	t.Run("OutOfWindow", s.outOfWindow)
 	t.Run("Idempotent", s.idempotent)
 	t.Run("Delete", s.delete)
 	t.Run("Resync", s.resync)

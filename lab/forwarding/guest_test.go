@@ -32,7 +32,7 @@ func runMethod(t *testing.T, m proxy.Method, prefix string) {
 	}
 	ctx := context.Background()
 	lab := New(t, prefix, m, 2)
-	dp, err := ipvs.New(ipvs.Options{NetNS: "/run/netns/" + lab.Director.Name, CallTimeout: 30 * time.Second, Logf: t.Logf})
+	dp, err := ipvs.New(ipvs.Options{NetNS: "/run/netns/" + lab.Director.Name, SetSysctls: true, CallTimeout: 30 * time.Second, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}

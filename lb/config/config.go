@@ -193,8 +193,8 @@ type Dataplane struct {
 	ConntrackPeak uint64
 	// IPVSDevice is the dummy device the IPVS dataplane binds VIPs to.
 	IPVSDevice string
-	// SetSysctls lets the dataplane set the sysctls it needs at start
-	// (ip_forward, IPVS's vs.*); false leaves them to sysctl.d.
+	// SetSysctls lets the dataplane set the sysctls it needs at start and
+	// every resync (hostcheck's list for it); false leaves them to sysctl.d.
 	SetSysctls bool
 }
 

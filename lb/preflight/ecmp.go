@@ -13,22 +13,19 @@ import (
 // its connections when a gateway joins or leaves and the router rehashes
 // flows onto gateways that never saw them (lab/ecmp measured each point:
 // mh + nat-nosnat kept 100/100; wrr 24–69; mh with masquerade 0–52; without
-// be_liberal a flow returning to a stale entry was lost). Only for
-// nftables: IPVS's mh has no conntrack entry to go stale and masquerades the
-// same way, which the nat finding covers.
-func ecmpFindings(cfg *config.Config, mode config.DataplaneMode, src hostcheck.Source) []hostcheck.Finding {
+// be_liberal a flow returning to a stale entry was lost: every dataplane's
+// sysctl list has it now, reported with the others).
+func ecmpFindings(cfg *config.Config) []hostcheck.Finding {
 	if cfg.Announce.BGP == nil {
 		return nil
 	}
 	var notMH, masq []string
-	anyMH := false
 	for i, s := range cfg.Services {
 		name := fmt.Sprintf("services[%d] (%q)", i, s.Name)
 		if s.Scheduler != proxy.MaglevHash {
 			notMH = append(notMH, name)
 			continue
 		}
-		anyMH = true
 		if s.Method == proxy.NAT {
 			masq = append(masq, name)
 		}
@@ -45,14 +42,6 @@ func ecmpFindings(cfg *config.Config, mode config.DataplaneMode, src hostcheck.S
 			Message: fmt.Sprintf("%s use scheduler mh with method nat behind BGP: masquerade rewrites to each gateway's own address, so a rehashed flow reaches its backend as another connection and is reset",
 				summarize(masq)),
 			Fix: "method nat-nosnat, with the backends routing replies to clients back through the gateways"})
-	}
-	if anyMH && mode == config.ModeNFTables {
-		const liberal = "net.netfilter.nf_conntrack_tcp_be_liberal"
-		if v, err := hostcheck.ReadSysctl(src, liberal); err == nil && v != "1" {
-			out = append(out, hostcheck.Finding{Severity: hostcheck.Warn, Code: "ecmp-be-liberal",
-				Message: fmt.Sprintf("%s is %q: a flow rehashed back to a gateway that carried it before meets that gateway's stale conntrack entry, its packets are marked invalid and leave untranslated", liberal, v),
-				Fix:     "sysctl -w " + liberal + "=1  # and in /etc/sysctl.d"})
-		}
 	}
 	return out
 }

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"testing/fstest"
 
 	"github.com/edgelb/edgelb/announce/bfdd"
 	"github.com/edgelb/edgelb/lb/config"
@@ -19,22 +18,16 @@ func TestECMPFindings(t *testing.T) {
 	svc := func(name, extra string) string {
 		return "  - {name: " + name + ", pool: p, ports: [{port: 80}], backends: [{address: \"198.51.100.1\"}]" + extra + "}\n"
 	}
-	liberal := func(v string) hostcheck.Source {
-		return hostcheck.Source{Sys: fstest.MapFS{"net/netfilter/nf_conntrack_tcp_be_liberal": {Data: []byte(v + "\n")}}}
-	}
 	for _, tc := range []struct {
 		name, yaml string
-		src        hostcheck.Source
 		want       []string
 	}{
-		{"no BGP: nothing is rehashed", pools + "services:\n" + svc("a", ""), liberal("0"), nil},
-		{"BGP, default scheduler", pools + bgp + "services:\n" + svc("a", ""), liberal("1"), []string{"INFO ecmp-scheduler"}},
-		{"BGP, mh nat-nosnat, liberal", pools + bgp + "services:\n" + svc("a", ", scheduler: mh, method: nat-nosnat"), liberal("1"), nil},
-		{"BGP, mh nat-nosnat, strict tracking", pools + bgp + "services:\n" + svc("a", ", scheduler: mh, method: nat-nosnat"), liberal("0"), []string{"WARN ecmp-be-liberal"}},
-		{"BGP, mh with masquerade", pools + bgp + "services:\n" + svc("a", ", scheduler: mh"), liberal("1"), []string{"WARN ecmp-mh-masquerade"}},
-		{"BGP, sysctl unreadable: no guess", pools + bgp + "services:\n" + svc("a", ", scheduler: mh, method: nat-nosnat"), hostcheck.Source{Sys: fstest.MapFS{}}, nil},
-		{"BGP, mixed", pools + bgp + "services:\n" + svc("a", "") + svc("b", ", scheduler: mh"), liberal("0"),
-			[]string{"INFO ecmp-scheduler", "WARN ecmp-mh-masquerade", "WARN ecmp-be-liberal"}},
+		{"no BGP: nothing is rehashed", pools + "services:\n" + svc("a", ""), nil},
+		{"BGP, default scheduler", pools + bgp + "services:\n" + svc("a", ""), []string{"INFO ecmp-scheduler"}},
+		{"BGP, mh nat-nosnat", pools + bgp + "services:\n" + svc("a", ", scheduler: mh, method: nat-nosnat"), nil},
+		{"BGP, mh with masquerade", pools + bgp + "services:\n" + svc("a", ", scheduler: mh"), []string{"WARN ecmp-mh-masquerade"}},
+		{"BGP, mixed", pools + bgp + "services:\n" + svc("a", "") + svc("b", ", scheduler: mh"),
+			[]string{"INFO ecmp-scheduler", "WARN ecmp-mh-masquerade"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := config.Parse([]byte(tc.yaml))
@@ -42,7 +35,7 @@ func TestECMPFindings(t *testing.T) {
 				t.Fatal(err)
 			}
 			var got []string
-			for _, f := range ecmpFindings(cfg, config.ModeNFTables, tc.src) {
+			for _, f := range ecmpFindings(cfg) {
 				got = append(got, f.Severity.String()+" "+f.Code)
 			}
 			if !slices.Equal(got, tc.want) {

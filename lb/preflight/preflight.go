@@ -13,7 +13,7 @@ import (
 
 // HostFindings is what `check` prints and `run` refuses to start on: node
 // ports against ephemeral ports and local sockets, the dataplane `auto` would
-// pick, IPVS sysctls, and forwarding methods the dataplane cannot do.
+// pick, the dataplane's sysctls, and forwarding methods the dataplane cannot do.
 func HostFindings(cfg *config.Config, src hostcheck.Source) ([]hostcheck.Finding, error) {
 	out, err := hostcheck.CheckNodePorts(src, cfg.NodePortInput())
 	if err != nil {
@@ -27,19 +27,35 @@ func HostFindings(cfg *config.Config, src hostcheck.Source) ([]hostcheck.Finding
 			out = append(out, hostcheck.Finding{Severity: hostcheck.Error, Code: hostcheck.CodeIPVSAbsent,
 				Message: fmt.Sprintf("dataplane mode ipvs: %v", err), Fix: "modprobe ip_vs  # or set dataplane.mode: auto"})
 		} else {
-			out = append(out, hostcheck.CheckIPVSSysctls(src)...)
+			out = append(out, sysctlFindings(cfg, hostcheck.CheckSysctls(src, "IPVS", hostcheck.IPVSSysctls))...)
 		}
 	case config.ModeNFTables:
+		out = append(out, sysctlFindings(cfg, hostcheck.CheckSysctls(src, "nftables", hostcheck.NFTablesSysctls))...)
 		out = append(out, nftFindings(cfg)...)
 	}
 	out = append(out, hostcheck.CheckConntrack(src, cfg.Dataplane.ConntrackPeak)...)
 	out = append(out, stateSyncFindings(cfg, linkExists)...)
-	out = append(out, ecmpFindings(cfg, mode, src)...)
+	out = append(out, ecmpFindings(cfg)...)
 	out = append(out, bgpFailoverFindings(cfg)...)
 	if mode == config.ModeIPVS {
 		out = append(out, ipvsStateSyncFindings(cfg)...)
 	}
 	return out, nil
+}
+
+// sysctlFindings: with dataplane.setSysctls the dataplane writes its list
+// at start, so a value still wrong now is context, not a warning.
+func sysctlFindings(cfg *config.Config, fs []hostcheck.Finding) []hostcheck.Finding {
+	if !cfg.Dataplane.SetSysctls {
+		return fs
+	}
+	for i, f := range fs {
+		if f.Code == hostcheck.CodeSysctlWrong {
+			fs[i].Severity = hostcheck.Info
+			fs[i].Message += " (edgelb sets it at start: dataplane.setSysctls)"
+		}
+	}
+	return fs
 }
 
 // nftFindings asks the nftables dataplane, through the one validator's

@@ -320,7 +320,7 @@ func TestParseSockets(t *testing.T) {
 }
 
 func TestIPVSSysctls(t *testing.T) {
-	fs := CheckIPVSSysctls(FromRoot("testdata/ipvs"))
+	fs := CheckSysctls(FromRoot("testdata/ipvs"), "IPVS", IPVSSysctls)
 	want := []string{"INFO sysctl-ok", "WARN sysctl-mismatch", "INFO sysctl-ok", "INFO sysctl-ok", "WARN sysctl-mismatch", "INFO sysctl-ok", "INFO sysctl-ok"}
 	if !reflect.DeepEqual(codes(fs), want) {
 		t.Fatalf("findings %v, want %v", codes(fs), want)
@@ -328,10 +328,31 @@ func TestIPVSSysctls(t *testing.T) {
 	if fs[1].Fix != "sysctl -w net.ipv4.vs.expire_nodest_conn=1" || !strings.Contains(fs[1].Message, `is "0", IPVS wants "1"`) {
 		t.Errorf("finding %v", fs[1])
 	}
-	fs = CheckIPVSSysctls(FromRoot("testdata/noipvs"))
+	fs = CheckSysctls(FromRoot("testdata/noipvs"), "IPVS", IPVSSysctls)
 	want = []string{"INFO ipvs-absent", "WARN sysctl-mismatch", "INFO sysctl-ok", "INFO sysctl-ok", "WARN sysctl-mismatch"}
 	if !reflect.DeepEqual(codes(fs), want) {
 		t.Fatalf("findings %v, want %v", codes(fs), want)
+	}
+}
+
+// TestNFTablesSysctls: a host without IPv6 (the optional forwarding key is
+// absent: nothing to say) and before nf_conntrack is loaded (its keys are
+// absent: CheckConntrack says so, once).
+func TestNFTablesSysctls(t *testing.T) {
+	src := Source{Sys: fstest.MapFS{
+		"net/ipv4/ip_forward":                       {Data: []byte("1\n")},
+		"net/netfilter/nf_conntrack_tcp_be_liberal": {Data: []byte("0\n")},
+	}}
+	fs := CheckSysctls(src, "nftables", NFTablesSysctls)
+	if want := []string{"INFO sysctl-ok", "WARN sysctl-mismatch"}; !reflect.DeepEqual(codes(fs), want) {
+		t.Fatalf("findings %v, want %v", codes(fs), want)
+	}
+	if fs[1].Fix != "sysctl -w net.netfilter.nf_conntrack_tcp_be_liberal=1" || !strings.Contains(fs[1].Message, `is "0", nftables wants "1"`) {
+		t.Errorf("finding %v", fs[1])
+	}
+	src = Source{Sys: fstest.MapFS{"net/ipv4/ip_forward": {Data: []byte("0\n")}}}
+	if fs, want := CheckSysctls(src, "nftables", NFTablesSysctls), []string{"WARN sysctl-mismatch"}; !reflect.DeepEqual(codes(fs), want) {
+		t.Fatalf("before nf_conntrack: findings %v, want %v", codes(fs), want)
 	}
 }
 

@@ -41,8 +41,9 @@ type Options struct {
 	// FullEvery: every FullEvery-th Resync reads every service and rebuilds
 	// the nftables table (default DefaultFullEvery).
 	FullEvery int
-	// SkipSysctls leaves the kernel settings alone (tests of the engine).
-	SkipSysctls bool
+	// SetSysctls writes hostcheck.IPVSSysctls in the namespace at New and
+	// every Resync (proxy/sysctl.Ensure); without, they are left to sysctl.d.
+	SetSysctls bool
 	// Logf receives one line per notable change (default: discarded).
 	Logf func(format string, args ...any)
 	// Now is the clock for drain timeouts (default time.Now).
@@ -125,8 +126,8 @@ func New(opts Options) (*Dataplane, error) {
 	if err != nil {
 		return fail(fmt.Errorf("ipvs: rtnetlink handle: %w", err))
 	}
-	if !opts.SkipSysctls {
-		if err := setSysctls(d.ns); err != nil {
+	if opts.SetSysctls {
+		if err := d.ensureSysctls(); err != nil {
 			return fail(err)
 		}
 	}
@@ -201,12 +202,13 @@ func (d *Dataplane) Resync(ctx context.Context) error {
 	if d.eng.last == nil {
 		return nil // nothing applied yet
 	}
-	if !d.opts.SkipSysctls {
-		if err := setSysctls(d.ns); err != nil {
-			return err
-		}
+	// The settings are repaired whatever the tables need, and a failure
+	// here does not keep the tables from being repaired.
+	err := d.eng.resync(ctx)
+	if d.opts.SetSysctls {
+		err = errors.Join(err, d.ensureSysctls())
 	}
-	return d.eng.resync(ctx)
+	return err
 }
 
 // LastSync reports the kernel changes of the last Apply or Resync.

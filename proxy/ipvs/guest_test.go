@@ -33,7 +33,7 @@ func nsPath(n *netns.NS) string { return "/run/netns/" + n.Name }
 
 func newIn(t testing.TB, n *netns.NS, opts Options) *Dataplane {
 	t.Helper()
-	opts.NetNS = nsPath(n)
+	opts.NetNS, opts.SetSysctls = nsPath(n), true
 	if opts.Logf == nil {
 		opts.Logf = t.Logf
 	}

@@ -2,13 +2,12 @@ package ipvs
 
 import (
 	"fmt"
-	"os"
 	"runtime"
-	"strings"
 
 	"github.com/vishvananda/netns"
 
 	"github.com/edgelb/edgelb/proxy/hostcheck"
+	"github.com/edgelb/edgelb/proxy/sysctl"
 )
 
 // inNS runs fn on a thread switched into ns (or in place when ns is not
@@ -43,23 +42,17 @@ func inNS(ns netns.NsHandle, fn func() error) error {
 	return <-errc
 }
 
-func sysctlPath(key string) string { return "/proc/sys/" + strings.ReplaceAll(key, ".", "/") }
-
-// setSysctls writes what IPVS needs inside ns, skipping values already
-// right: hostcheck.IPVSSysctls, the one list `edgelb check` reports and
+// ensureSysctls writes what IPVS needs inside the dataplane's namespace:
+// hostcheck.IPVSSysctls, the one list `edgelb check` reports and
 // systemd/sysctl.d/90-edgelb.conf ships (why each: its Why; ip_vs loads
 // nf_conntrack, so nf_conntrack_tcp_be_liberal exists).
-func setSysctls(ns netns.NsHandle) error {
-	return inNS(ns, func() error {
-		for _, s := range hostcheck.IPVSSysctls {
-			p := sysctlPath(s.Name)
-			if b, err := os.ReadFile(p); err == nil && strings.TrimSpace(string(b)) == s.Want {
-				continue
-			}
-			if err := os.WriteFile(p, []byte(s.Want), 0o644); err != nil {
-				return fmt.Errorf("ipvs: set sysctl %s=%s: %w", s.Name, s.Want, err)
-			}
-		}
-		return nil
-	})
+func (d *Dataplane) ensureSysctls() error {
+	nsfd := 0
+	if d.ns.IsOpen() {
+		nsfd = int(d.ns)
+	}
+	if err := sysctl.Ensure(nsfd, hostcheck.IPVSSysctls); err != nil {
+		return fmt.Errorf("ipvs: %w", err)
+	}
+	return nil
 }

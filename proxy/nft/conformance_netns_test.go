@@ -25,7 +25,7 @@ var nftCaps = conformance.Caps{
 func TestNetnsConformance(t *testing.T) {
 	conformance.Run(t, conformance.Harness{
 		New: func(t testing.TB, topo *conformance.Topology) proxy.Dataplane {
-			d, err := New(Options{NetNS: int(topo.Gateway.Handle())})
+			d, err := New(Options{NetNS: int(topo.Gateway.Handle()), SetSysctls: true})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -18,7 +18,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/edgelb/edgelb/proxy"
+	"github.com/edgelb/edgelb/proxy/hostcheck"
 	"github.com/edgelb/edgelb/proxy/nftgen"
+	"github.com/edgelb/edgelb/proxy/sysctl"
 )
 
 // DefaultTable names the ip and ip6 tables the dataplane owns.
@@ -49,6 +51,11 @@ type Options struct {
 	// which is what a takeover needs; each event must reach the peer
 	// (unicast FTFW), as no later one repairs a lost one.
 	SyncEvents bool
+
+	// SetSysctls writes hostcheck.NFTablesSysctls (ip_forward, IPv6
+	// forwarding, nf_conntrack_tcp_be_liberal) in the namespace at New and
+	// every Resync (proxy/sysctl.Ensure); without, they are left to sysctl.d.
+	SetSysctls bool
 
 	// Tests only: the receive buffer to force (bytes, before the kernel
 	// doubles it) and the messages per batch, instead of what dial derives.
@@ -159,7 +166,23 @@ func New(opts Options) (*Dataplane, error) {
 		d.conn.CloseLasting()
 		return nil, kernelErr("nft: list tables", err)
 	}
+	if err := d.ensureSysctls(); err != nil {
+		d.conn.CloseLasting()
+		return nil, err
+	}
 	return d, nil
+}
+
+// ensureSysctls writes the settings the dataplane needs when told to; a
+// resync repairs them as it repairs the tables.
+func (d *Dataplane) ensureSysctls() error {
+	if !d.opts.SetSysctls {
+		return nil
+	}
+	if err := sysctl.Ensure(d.opts.NetNS, hostcheck.NFTablesSysctls); err != nil {
+		return fmt.Errorf("nft: %w", err)
+	}
+	return nil
 }
 
 // kernelErr wraps err, adding proxy.ErrKernelFeature when it says nf_tables
@@ -288,6 +311,12 @@ func (d *Dataplane) Resync(ctx context.Context) error {
 	if d.closed {
 		return errClosed
 	}
+	// The settings are repaired whatever the tables need, and a failure
+	// here does not keep the tables from being repaired.
+	return errors.Join(d.resync(ctx), d.ensureSysctls())
+}
+
+func (d *Dataplane) resync(ctx context.Context) error {
 	if !d.synced {
 		return nil // nothing applied yet
 	}

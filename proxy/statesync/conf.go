@@ -28,8 +28,6 @@ type Options struct {
 	// Ignore lists addresses whose connections are not synced (loopback
 	// and the sync link's own address are always ignored).
 	Ignore []netip.Addr
-	// SetSysctls lets Start set nf_conntrack_tcp_be_liberal=1 (see README).
-	SetSysctls bool
 	// CommitTimeout is how long an entry committed at a takeover lives
 	// unless a packet refreshes it (conntrackd's CommitTimeout, whole
 	// seconds); 0 leaves conntrackd's own estimate, which is days for the

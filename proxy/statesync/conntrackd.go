@@ -75,15 +75,6 @@ func Start(opts Options, log *slog.Logger) (*Conntrackd, error) {
 	if err := os.WriteFile(ConfPath(opts.Dir), []byte(conf), 0o600); err != nil {
 		return nil, fmt.Errorf("statesync: %w", err)
 	}
-	if opts.SetSysctls {
-		// Entries committed from a peer carry no TCP window data and a
-		// returning gateway may hold stale ones for the same tuples: strict
-		// window tracking would mark the connection's packets invalid (and
-		// so untranslated). conntrack-tools' manual asks for this setting.
-		if err := os.WriteFile("/proc/sys/net/netfilter/nf_conntrack_tcp_be_liberal", []byte("1"), 0o644); err != nil {
-			log.Warn("statesync: cannot set nf_conntrack_tcp_be_liberal=1 (set it in /etc/sysctl.d)", "err", err)
-		}
-	}
 	c := &Conntrackd{opts: opts, log: log.With("statesync", "conntrackd"), done: make(chan struct{}), ready: make(chan struct{})}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	go c.supervise()

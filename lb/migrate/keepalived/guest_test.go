@@ -23,7 +23,7 @@ func TestIPVSGuestKeepalived(t *testing.T) {
 	_, cfg, _ := convertConf(t, "testdata/lvs.conf")
 	desired := desiredFor(t, cfg)
 	n := netns.NewT(t, "kag")
-	d, err := ipvs.New(ipvs.Options{NetNS: "/run/netns/" + n.Name, CallTimeout: 30 * time.Second, Logf: t.Logf})
+	d, err := ipvs.New(ipvs.Options{NetNS: "/run/netns/" + n.Name, SetSysctls: true, CallTimeout: 30 * time.Second, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}

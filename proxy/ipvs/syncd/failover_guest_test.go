@@ -263,7 +263,7 @@ var svc = proxy.Service{Name: "lab/stream", VIP: netip.MustParseAddr(vip), Port:
 func gateway(t *testing.T, gw *netns.NS, withSync bool) {
 	t.Helper()
 	ctx := context.Background()
-	d, err := ipvs.New(ipvs.Options{NetNS: "/run/netns/" + gw.Name, Logf: t.Logf, CallTimeout: 30 * time.Second})
+	d, err := ipvs.New(ipvs.Options{NetNS: "/run/netns/" + gw.Name, SetSysctls: true, Logf: t.Logf, CallTimeout: 30 * time.Second})
 	must(t, err)
 	t.Cleanup(func() { d.Cleanup(ctx); d.Close() })
 	must(t, d.Apply(ctx, proxy.Config{Services: []proxy.Service{svc}}))

@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"os"
 	"slices"
-	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vishvananda/netlink"
@@ -34,7 +33,7 @@ func newDataplane(cfg *config.Config, log *slog.Logger) (proxy.Dataplane, proxy.
 		dp, err := ipvs.New(ipvs.Options{
 			Device:       cfg.Dataplane.IPVSDevice,
 			DrainTimeout: cfg.Dataplane.DrainTimeout,
-			SkipSysctls:  !cfg.Dataplane.SetSysctls,
+			SetSysctls:   cfg.Dataplane.SetSysctls,
 			Logf:         func(f string, a ...any) { log.Info(fmt.Sprintf(f, a...), "dataplane", "ipvs") },
 		})
 		if err != nil {
@@ -50,27 +49,13 @@ func newDataplane(cfg *config.Config, log *slog.Logger) (proxy.Dataplane, proxy.
 		if names := cfg.NeedsIPVS(); len(names) > 0 {
 			return nil, nil, nil, fmt.Errorf("services %q need dr/tunnel forwarding, which the nftables dataplane cannot do: %w", names, proxy.ErrUnsupported)
 		}
+		// Byte counts of flows; the dataplane sets what forwarding needs.
 		if cfg.Dataplane.SetSysctls {
-			if err := writeSysctl("net.ipv4.ip_forward", "1"); err != nil {
-				return nil, nil, nil, err
-			}
-			// IPv6 VIPs need forwarding too; absent IPv6 is not an error.
-			_ = writeSysctl("net.ipv6.conf.all.forwarding", "1")
 			if err := conntrack.EnableAccounting(0); err != nil {
 				log.Warn("conntrack accounting unavailable: flows will show no byte counts", "err", err)
 			}
-			// A segment outside the TCP window (a late retransmission,
-			// reordering under load) is invalid to strict window tracking,
-			// and NAT skips invalid packets: a backend's reply then reaches
-			// the gateway (SNAT) or the client untranslated, and the RST
-			// that answers it resets the connection (kubernetes#74839).
-			// Liberal tracking keeps such a segment in its connection, where
-			// the endpoints' TCP drops it (TestNetnsOutOfWindowSegment).
-			if err := writeSysctl("net.netfilter.nf_conntrack_tcp_be_liberal", "1"); err != nil {
-				log.Warn("an out-of-window TCP segment from a backend will reset its connection", "err", err)
-			}
 		}
-		opts := nft.Options{Log: log.With("dataplane", "nftables")}
+		opts := nft.Options{Log: log.With("dataplane", "nftables"), SetSysctls: cfg.Dataplane.SetSysctls}
 		if l2 := cfg.Announce.L2; l2 != nil {
 			opts.SourceAddresses = l2.SourceAddresses
 		}
@@ -91,17 +76,6 @@ func newDataplane(cfg *config.Config, log *slog.Logger) (proxy.Dataplane, proxy.
 		}
 		return dp, src, src.Close, nil
 	}
-}
-
-func writeSysctl(key, val string) error {
-	p := "/proc/sys/" + strings.ReplaceAll(key, ".", "/")
-	if b, err := os.ReadFile(p); err == nil && strings.TrimSpace(string(b)) == val {
-		return nil // already set (sysctl.d did it): no write needed, works read-only too
-	}
-	if err := os.WriteFile(p, []byte(val), 0o644); err != nil {
-		return fmt.Errorf("sysctl %s=%s (set it in /etc/sysctl.d): %w", key, val, err)
-	}
-	return nil
 }
 
 // newAnnouncers builds the L2 and BGP announcers the config asks for.

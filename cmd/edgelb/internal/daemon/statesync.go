@@ -34,7 +34,7 @@ func newStateSync(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 	}
 	s, err := statesync.StartMesh(statesync.Options{Binary: c.Binary, Dir: filepath.Join(cfg.State.Dir, "conntrackd"),
 		Interface: c.Interface, Address: addr, Port: c.Port, CommitTimeout: c.CommitTimeout,
-		Ignore: ownAddrs(), SetSysctls: cfg.Dataplane.SetSysctls}, c.Peers, log)
+		Ignore: ownAddrs()}, c.Peers, log)
 	if err != nil {
 		return nil, err
 	}

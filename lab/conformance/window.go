@@ -1,6 +1,4 @@
-//go:build netns
-
-package faults
+package conformance
 
 import (
 	"bufio"
@@ -15,50 +13,59 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/edgelb/edgelb/lab/demo"
 	"github.com/edgelb/edgelb/lab/netns"
+	"github.com/edgelb/edgelb/proxy"
 )
 
-// TestNetnsOutOfWindowSegment: one TCP segment outside the window from a
-// backend (a late retransmission, reordering under load) must not reset
-// the connection it belongs to (kubernetes#74839, found by kube-proxy under
-// load). Strict window tracking marks such a segment invalid and NAT skips
-// invalid packets: with SNAT it reaches the gateway itself untranslated, the
-// gateway answers with a RST, and the backend's side of the connection dies.
-// edgelb sets nf_conntrack_tcp_be_liberal=1, so the segment stays in its
-// connection and the client's TCP drops it.
+// outOfWindow: one TCP segment outside the window from a backend (a late
+// retransmission, reordering under load) must not reset the connection it
+// belongs to (kubernetes#74839, found by kube-proxy under load). Strict
+// window tracking marks such a segment invalid and NAT skips invalid
+// packets: with SNAT it reaches the gateway itself untranslated, the gateway
+// answers with a RST, and the backend's side of the connection dies. The
+// dataplane sets nf_conntrack_tcp_be_liberal=1 (hostcheck's list, with
+// SetSysctls), so the segment stays in its connection and the client's TCP
+// drops it.
 //
 // The same injection with the kernel's default (be_liberal=0) must reset
-// the connection: the test sees the failure it guards against.
-func TestNetnsOutOfWindowSegment(t *testing.T) {
-	e := newEnv(t, "fow", 1)
-	be := e.lab.Backends[0]
+// the connection — the scenario sees the failure it guards against — and
+// Resync must put the setting back, as it repairs the tables.
+func (s *suite) outOfWindow(t *testing.T) {
+	const key = "net.netfilter.nf_conntrack_tcp_be_liberal"
 	const port = 9100
-	svc := svcDef{Name: "ow", Pool: "demo", VIP: demo.VIP, Port: port, Backends: []beDef{{netip.AddrPortFrom(be.Addr.Addr(), port), 1}}}
-	e.start(e.config(cfgOpts{Services: []svcDef{svc}}))
-	e.waitReady(time.Minute)
-	e.converged("start", []svcDef{svc})
-	if v, err := e.lab.Gateway.ReadSysctl("net.netfilter.nf_conntrack_tcp_be_liberal"); err != nil || strings.TrimSpace(v) != "1" {
-		t.Fatalf("the daemon left nf_conntrack_tcp_be_liberal = %q (%v), want 1", v, err)
+	be := s.topo.Backends[0]
+	vip := s.vip4()
+	svc := proxy.Service{Name: "conformance/window", VIP: vip, Port: port, Protocol: proxy.TCP,
+		Scheduler: proxy.DefaultScheduler, Method: proxy.NAT,
+		Backends: []proxy.Backend{{Addr: s.topo.Backend4(0, port), Weight: 1}}}
+	s.apply(t, svc)
+	if v, err := s.topo.Gateway.ReadSysctl(key); err != nil || strings.TrimSpace(v) != "1" {
+		t.Fatalf("the dataplane left %s = %q (%v), want 1", key, v, err)
 	}
-	ln, err := be.NS.Listen("tcp", netip.AddrPortFrom(be.Addr.Addr(), port).String())
+	ln, err := be.NS.Listen("tcp", s.topo.Backend4(0, port).String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-
-	if ok, how := oneOutOfWindow(t, e, be.NS, ln, netip.AddrPortFrom(svc.VIP, port)); !ok {
-		t.Fatalf("as edgelb sets it (be_liberal=1): %s", how)
+	to := netip.AddrPortFrom(vip, port)
+	if ok, how := oneOutOfWindow(t, s.topo.Client, be.NS, ln, to); !ok {
+		t.Fatalf("as the dataplane sets it (be_liberal=1): %s", how)
 	} else {
-		t.Logf("be_liberal=1 (edgelb): %s", how)
+		t.Logf("be_liberal=1 (the dataplane's): %s", how)
 	}
-	if err := e.lab.Gateway.Sysctl("net.netfilter.nf_conntrack_tcp_be_liberal", "0"); err != nil {
+	if err := s.topo.Gateway.Sysctl(key, "0"); err != nil {
 		t.Fatal(err)
 	}
-	if ok, how := oneOutOfWindow(t, e, be.NS, ln, netip.AddrPortFrom(svc.VIP, port)); ok {
-		t.Fatalf("with the kernel's default (be_liberal=0) the connection survived the segment: the test no longer sees the failure (%s)", how)
+	if ok, how := oneOutOfWindow(t, s.topo.Client, be.NS, ln, to); ok {
+		t.Fatalf("with the kernel's default (be_liberal=0) the connection survived the segment: the scenario no longer sees the failure (%s)", how)
 	} else {
 		t.Logf("be_liberal=0 (the kernel's default): %s", how)
+	}
+	if err := s.dp.Resync(s.ctx); err != nil {
+		t.Fatalf("resync: %v", err)
+	}
+	if v, err := s.topo.Gateway.ReadSysctl(key); err != nil || strings.TrimSpace(v) != "1" {
+		t.Fatalf("after Resync %s = %q (%v), want 1 again", key, v, err)
 	}
 }
 
@@ -67,11 +74,11 @@ func TestNetnsOutOfWindowSegment(t *testing.T) {
 // sequence (acknowledging exactly what the client sent, as a real late
 // segment would) from the backend's namespace, and reports whether the
 // connection still carries data both ways afterwards.
-func oneOutOfWindow(t *testing.T, e *env, beNS *netns.NS, ln net.Listener, vip netip.AddrPort) (bool, string) {
+func oneOutOfWindow(t *testing.T, client, beNS *netns.NS, ln net.Listener, vip netip.AddrPort) (bool, string) {
 	t.Helper()
 	sn := sniff(t, beNS, "eth0")
 	defer sn.close()
-	c, err := e.lab.Client.DialContext(t.Context(), "tcp", vip.String())
+	c, err := client.DialContext(t.Context(), "tcp", vip.String())
 	if err != nil {
 		t.Fatal(err)
 	}
