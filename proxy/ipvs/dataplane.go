@@ -140,11 +140,7 @@ func New(opts Options) (*Dataplane, error) {
 	if _, err := mh.Services(); err != nil {
 		return fail(fmt.Errorf("ipvs: first read of the IPVS table failed: %w", err))
 	}
-	nsfd := 0
-	if d.ns.IsOpen() {
-		nsfd = int(d.ns)
-	}
-	d.eng = newEngine(mh, &linkDevice{nl: d.nl, name: opts.Device}, &nftSNAT{netns: nsfd, mark: opts.MasqMark},
+	d.eng = newEngine(mh, &linkDevice{nl: d.nl, name: opts.Device}, &nftSNAT{netns: fdOf(d.ns), mark: opts.MasqMark},
 		opts.Now, opts.DrainTimeout, opts.Logf)
 	d.eng.spread, d.eng.fullEvery = opts.ResyncSpread, opts.FullEvery
 	return d, nil

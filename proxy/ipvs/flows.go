@@ -13,6 +13,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/edgelb/edgelb/proxy"
+	"github.com/edgelb/edgelb/proxy/nsthread"
 )
 
 // Flows is a proxy.FlowSource over the IPVS connection table of one network
@@ -60,7 +61,7 @@ func (f *Flows) Close() error {
 // Conns reads the raw connection table, templates included.
 func (f *Flows) Conns() ([]Conn, error) {
 	var b []byte
-	err := inNS(f.ns, func() error {
+	err := nsthread.Do(fdOf(f.ns), func() error {
 		// thread-self: /proc/net follows the process's first thread, not
 		// the thread switched into the namespace.
 		var err error

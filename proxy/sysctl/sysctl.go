@@ -8,12 +8,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"runtime"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/edgelb/edgelb/proxy/hostcheck"
+	"github.com/edgelb/edgelb/proxy/nsthread"
 )
 
 // Ensure writes each setting of want whose value differs, inside the
@@ -22,7 +20,7 @@ import (
 // fine. An Optional setting that does not exist (IPv6 disabled) is skipped;
 // any other that cannot be read or written is an error naming it.
 func Ensure(nsfd int, want []hostcheck.Sysctl) error {
-	return inNS(nsfd, func() error {
+	return nsthread.Do(nsfd, func() error {
 		var errs []error
 		for _, s := range want {
 			// /proc/sys/net resolves against the opening thread's namespace.
@@ -55,34 +53,4 @@ func module(name string) string {
 		return "ip_vs"
 	}
 	return ""
-}
-
-// inNS runs fn on a thread switched into the namespace nsfd (in place for
-// 0). A thread that cannot switch back is thrown away with its goroutine.
-func inNS(nsfd int, fn func() error) error {
-	if nsfd == 0 {
-		return fn()
-	}
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			errc <- fmt.Errorf("sysctl: open this thread's network namespace: %w", err)
-			return
-		}
-		defer unix.Close(orig)
-		if err := unix.Setns(nsfd, unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("sysctl: enter the network namespace: %w", err)
-			return
-		}
-		ferr := fn()
-		if unix.Setns(orig, unix.CLONE_NEWNET) != nil {
-			errc <- ferr
-			return // the thread stays locked and exits with the goroutine
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
 }
