@@ -163,11 +163,11 @@ func New(opts Options) (*Dataplane, error) {
 	}
 	d.genConn = gc
 	if _, err := d.conn.ListTablesOfFamily(nftables.TableFamilyIPv4); err != nil {
-		d.conn.CloseLasting()
+		d.Close()
 		return nil, kernelErr("nft: list tables", err)
 	}
 	if err := d.ensureSysctls(); err != nil {
-		d.conn.CloseLasting()
+		d.Close()
 		return nil, err
 	}
 	return d, nil
