@@ -1,7 +1,7 @@
 // Package hostcheck inspects the gateway's own network namespace for things
 // that make edgelb misbehave without any error from the kernel: node ports
 // inside the ephemeral port range, local listeners hidden by the DNAT, and
-// the sysctls IPVS needs. It only reads (/proc/sys and /proc/net); it never
+// each dataplane's sysctls. It only reads (/proc/sys and /proc/net); it never
 // changes anything, and every result carries the command that would fix it.
 package hostcheck
 

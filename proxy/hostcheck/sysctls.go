@@ -14,6 +14,18 @@ type Sysctl struct {
 	Optional bool
 }
 
+// Module is the kernel module whose loading creates the setting ("" for
+// the core ones): such a setting is absent, not wrong, until it is loaded.
+func (s Sysctl) Module() string {
+	switch {
+	case strings.HasPrefix(s.Name, "net.ipv4.vs."):
+		return "ip_vs"
+	case strings.HasPrefix(s.Name, "net.netfilter.nf_conntrack_"):
+		return "nf_conntrack"
+	}
+	return ""
+}
+
 // Each dataplane's settings: the one list the dataplane writes at its start
 // and every resync when dataplane.setSysctls is on (proxy/sysctl.Ensure),
 // CheckSysctls reports and systemd/sysctl.d/90-edgelb.conf ships.
@@ -61,7 +73,7 @@ func CheckSysctls(src Source, dataplane string, want []Sysctl) []Finding {
 		got, err := ReadSysctl(src, s.Name)
 		if err != nil && isNotExist(err) {
 			switch {
-			case strings.HasPrefix(s.Name, "net.ipv4.vs."):
+			case s.Module() == "ip_vs":
 				if !vsAbsent {
 					vsAbsent = true
 					out = append(out, Finding{Severity: Info, Code: CodeIPVSAbsent,
@@ -69,7 +81,7 @@ func CheckSysctls(src Source, dataplane string, want []Sysctl) []Finding {
 						Fix:     "modprobe ip_vs"})
 				}
 				continue
-			case strings.HasPrefix(s.Name, "net.netfilter."), s.Optional:
+			case s.Module() == "nf_conntrack", s.Optional:
 				continue
 			}
 		}

@@ -68,7 +68,7 @@ type Dataplane struct {
 
 var _ proxy.Dataplane = (*Dataplane)(nil)
 
-// New probes IPVS, sets the sysctls IPVS needs and opens the handles. On a
+// New probes IPVS, sets the sysctls IPVS needs (Options.SetSysctls) and opens the handles. On a
 // kernel without IPVS it fails at once with an error wrapping
 // proxy.ErrKernelFeature that names the missing feature; it never returns a
 // dataplane that would silently do nothing.

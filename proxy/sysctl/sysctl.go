@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"strings"
 
 	"github.com/edgelb/edgelb/proxy/hostcheck"
 	"github.com/edgelb/edgelb/proxy/nsthread"
@@ -24,33 +23,21 @@ func Ensure(nsfd int, want []hostcheck.Sysctl) error {
 		var errs []error
 		for _, s := range want {
 			// /proc/sys/net resolves against the opening thread's namespace.
-			p := "/proc/sys/" + hostcheck.SysctlPath(s.Name)
-			b, err := os.ReadFile(p)
+			got, err := hostcheck.ReadSysctl(hostcheck.System(), s.Name)
 			switch {
 			case errors.Is(err, fs.ErrNotExist) && s.Optional:
 				continue
-			case errors.Is(err, fs.ErrNotExist) && module(s.Name) != "":
-				errs = append(errs, fmt.Errorf("set %s=%s: %s is not loaded (modprobe %[3]s; systemd/modules-load.d/edgelb.conf loads it at boot): %w", s.Name, s.Want, module(s.Name), err))
+			case errors.Is(err, fs.ErrNotExist) && s.Module() != "":
+				errs = append(errs, fmt.Errorf("set %s=%s: %s is not loaded (modprobe %[3]s; systemd/modules-load.d/edgelb.conf loads it at boot): %w", s.Name, s.Want, s.Module(), err))
 				continue
-			case err == nil && strings.TrimSpace(string(b)) == s.Want:
+			case err == nil && got == s.Want:
 				continue
 			}
+			p := "/proc/sys/" + hostcheck.SysctlPath(s.Name)
 			if err := os.WriteFile(p, []byte(s.Want), 0o644); err != nil {
 				errs = append(errs, fmt.Errorf("set %s=%s (set it in /etc/sysctl.d; %s): %w", s.Name, s.Want, s.Why, err))
 			}
 		}
 		return errors.Join(errs...)
 	})
-}
-
-// module is the kernel module whose loading creates the setting ("" for
-// the core ones).
-func module(name string) string {
-	switch {
-	case strings.HasPrefix(name, "net.netfilter.nf_conntrack_"):
-		return "nf_conntrack"
-	case strings.HasPrefix(name, "net.ipv4.vs."):
-		return "ip_vs"
-	}
-	return ""
 }

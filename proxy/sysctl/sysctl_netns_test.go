@@ -48,4 +48,9 @@ func TestNetnsEnsure(t *testing.T) {
 		t.Fatalf("an absent required setting: %v, want an error naming it", err)
 	}
 	t.Logf("absent required setting: %v", err)
+	// One that a module creates names the module to load.
+	missing = []hostcheck.Sysctl{{Name: "net.netfilter.nf_conntrack_edgelb_none", Want: "1", Why: "test"}}
+	if err := Ensure(int(ns.Handle()), missing); err == nil || !strings.Contains(err.Error(), "modprobe nf_conntrack") {
+		t.Fatalf("an absent nf_conntrack setting: %v, want an error naming the module", err)
+	}
 }
